@@ -1,0 +1,1 @@
+"""mcoe_ros: multi-contact optimal estimation for legged robots."""
