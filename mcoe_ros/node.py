@@ -24,7 +24,7 @@ import numpy as np
 class NodeData:
     """Preallocated per-node workspace. Subclasses add their own buffers."""
 
-    def __init__(self, model: "NodeModel"):
+    def __init__(self, model: NodeModel):
         ndx, npi, nr = model.state.ndx, model.npi, model.nr
         self.u = np.zeros(model.nu)  #: known input (e.g. joint torques), set by the problem builder
         self.z = np.zeros(model.nz)  #: measurement vector, set by the problem builder
