@@ -1,0 +1,9 @@
+"""Shared test set-up: isolate every test run's ROS 2 graph from other processes on the machine."""
+
+import os
+
+# A private DDS domain per test process, discovery limited to this host: parallel runs and other
+# ROS processes on the machine never see our topics (must be set before rclpy.init).
+os.environ.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
+os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")
