@@ -1,0 +1,70 @@
+"""Sensor messages -> arrays in the model's joint order (duck-typed: rclpy and rosbags messages alike).
+
+Unitree LowState: hardware motor order mapped by joint name, IMU quaternion (w, x, y, z), no header.
+sensor_msgs/JointState: matched by joint name. sensor_msgs/Imu: quaternion (x, y, z, w).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mcoe_ros.model import JointMap
+from mcoe_ros.samples import InvalidSample
+
+
+def low_state_arrays(msg, joint_map: JointMap):
+    """(q, dq, tau) in model order, (quat_wxyz, gyro, acc), foot_force (4,) from a Unitree LowState."""
+    n = len(joint_map.hw_names)
+    motors = msg.motor_state
+    if len(motors) < n:
+        raise InvalidSample("wrong_size", f"LowState has {len(motors)} motors, expected at least {n}")
+    q = np.fromiter((motors[i].q for i in range(n)), float, n)
+    dq = np.fromiter((motors[i].dq for i in range(n)), float, n)
+    tau = np.fromiter((motors[i].tau_est for i in range(n)), float, n)
+    imu = msg.imu
+    return (
+        joint_map.to_model(q),
+        joint_map.to_model(dq),
+        joint_map.to_model(tau),
+        np.asarray(imu.quaternion, float),
+        np.asarray(imu.gyroscope, float),
+        np.asarray(imu.accelerometer, float),
+        np.asarray(msg.foot_force, float),
+    )
+
+
+class JointStateMapper:
+    """Reorders sensor_msgs/JointState arrays into the model's joint order by name (cached per name list)."""
+
+    def __init__(self, model_names: list[str]):
+        self.model_names = list(model_names)
+        self._key: tuple = ()
+        self._idx = np.zeros(0, dtype=int)
+
+    def arrays(self, names, position, velocity, effort):
+        key = tuple(names)
+        if key != self._key:
+            missing = [n for n in self.model_names if n not in key]
+            if missing:
+                raise InvalidSample("wrong_size", f"JointState lacks joints {missing}")
+            self._key, self._idx = key, np.array([key.index(n) for n in self.model_names])
+        n = len(key)
+        for label, arr in (("position", position), ("velocity", velocity), ("effort", effort)):
+            if len(arr) != n:
+                raise InvalidSample("wrong_size", f"JointState {label} has {len(arr)} entries for {n} names")
+        idx = self._idx
+        return np.asarray(position, float)[idx], np.asarray(velocity, float)[idx], np.asarray(effort, float)[idx]
+
+
+def imu_arrays(msg):
+    """(quat_wxyz, gyro, acc) from sensor_msgs/Imu."""
+    o = msg.orientation
+    return (
+        np.array([o.w, o.x, o.y, o.z], float),
+        np.array([msg.angular_velocity.x, msg.angular_velocity.y, msg.angular_velocity.z], float),
+        np.array([msg.linear_acceleration.x, msg.linear_acceleration.y, msg.linear_acceleration.z], float),
+    )
+
+
+def stamp_seconds(stamp) -> float:
+    return stamp.sec + 1e-9 * stamp.nanosec
