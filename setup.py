@@ -22,7 +22,7 @@ setup(
     name=PACKAGE,
     version="0.1.0",
     packages=find_packages(exclude=["test", "test.*"]),
-    package_data={PACKAGE: _msg_files() + ["config/*.yaml"]},
+    package_data={PACKAGE: _msg_files() + ["data/go1_sample/*"]},
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
         ("share/" + PACKAGE, ["package.xml"]),

@@ -1,0 +1,123 @@
+"""Go1-like sensor model: noise, biases and quantisation applied to the MuJoCo ground truth.
+
+Channels (model joint order FL, FR, RL, RR x hip, thigh, calf; foot order FL, FR, RL, RR):
+q (rad), dq (rad/s), tau_est (N m, the applied motor torque), IMU orientation (quaternion w, x, y, z of
+imu_link in odom; imu_link has the trunk's orientation), gyro (rad/s, imu_link frame), accelerometer
+(specific force a - g, m/s^2, imu_link frame: +9.81 on z at rest level), raw foot force
+(int16 = round(foot_force_scale * normal force [N] + noise), clipped).
+
+Noise: zero-mean Gaussian per channel (``*_std``), constant gyro/accelerometer biases drawn once per
+run (``*_bias_std``), encoder quantisation ``q_resolution`` rad (0 = off). All random draws come from
+one ``numpy.random.Generator`` seeded by ``seed`` (deterministic).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+import pinocchio as pin
+
+
+@dataclass(frozen=True)
+class NoiseConfig:
+    """Standard deviations of the sensor noise (SI units, see module docstring); defaults = mild Go1-like."""
+
+    q_std: float = 2e-4
+    q_resolution: float = 2 * np.pi / 2**15 / 9.1  #: encoder count on the motor side through the gearbox
+    dq_std: float = 0.02
+    tau_std: float = 0.1
+    orientation_std: float = 0.003  #: rad, small-angle rotation noise on the IMU quaternion
+    gyro_std: float = 0.004
+    gyro_bias_std: float = 0.002
+    acc_std: float = 0.04
+    acc_bias_std: float = 0.03
+    foot_force_std: float = 3.0  #: raw units
+
+    def scaled(self, factor: float) -> NoiseConfig:
+        """All noise levels (incl. biases and quantisation) multiplied by ``factor`` (0 = perfect sensors)."""
+        if factor < 0:
+            raise ValueError(f"noise factor must be >= 0, got {factor}")
+        return replace(self, **{k: v * factor for k, v in asdict(self).items()})
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Truth:
+    """Ground truth at one sample instant (model orders; world = odom; base = trunk origin)."""
+
+    t: float  #: s since the recording start
+    q: np.ndarray  #: (12,) rad
+    dq: np.ndarray  #: (12,) rad/s
+    tau: np.ndarray  #: (12,) applied motor torque, N m
+    base_pos: np.ndarray  #: (3,) trunk origin in odom, m
+    base_quat: np.ndarray  #: (4,) w, x, y, z, trunk orientation in odom
+    v_body: np.ndarray  #: (3,) trunk-origin linear velocity in the trunk frame, m/s
+    w_body: np.ndarray  #: (3,) trunk angular velocity in the trunk frame, rad/s
+    imu_quat: np.ndarray  #: (4,) w, x, y, z of imu_link in odom
+    imu_gyro: np.ndarray  #: (3,) rad/s, imu_link frame
+    imu_acc: np.ndarray  #: (3,) specific force, m/s^2, imu_link frame
+    foot_force: np.ndarray  #: (4,) normal contact force, N
+    contacts: np.ndarray  #: (4,) bool
+
+
+@dataclass
+class Measurement:
+    """What the robot reports at one instant (same units/frames as :class:`Truth`)."""
+
+    t: float
+    q: np.ndarray
+    dq: np.ndarray
+    tau: np.ndarray
+    quat: np.ndarray
+    gyro: np.ndarray
+    acc: np.ndarray
+    foot_force_raw: np.ndarray  #: (4,) int16
+
+
+class SensorModel:
+    """Turns :class:`Truth` into :class:`Measurement` with :class:`NoiseConfig` noise; deterministic per seed."""
+
+    def __init__(self, noise: NoiseConfig, seed: int = 0, foot_force_scale: float = 1.0):
+        self.noise = noise
+        self.rng = np.random.default_rng(seed)
+        self.foot_force_scale = float(foot_force_scale)
+        self.gyro_bias = self.rng.normal(0.0, 1.0, 3) * noise.gyro_bias_std
+        self.acc_bias = self.rng.normal(0.0, 1.0, 3) * noise.acc_bias_std
+
+    def _gauss(self, std: float, n: int) -> np.ndarray:
+        return self.rng.normal(0.0, 1.0, n) * std  # always draw: same stream whatever the levels
+
+    def measure(self, truth: Truth) -> Measurement:
+        nz = self.noise
+        q = truth.q + self._gauss(nz.q_std, 12)
+        if nz.q_resolution > 0.0:
+            q = np.round(q / nz.q_resolution) * nz.q_resolution
+        dq = truth.dq + self._gauss(nz.dq_std, 12)
+        tau = truth.tau + self._gauss(nz.tau_std, 12)
+        dtheta = self._gauss(nz.orientation_std, 3)
+        w, x, y, z = truth.imu_quat
+        rot = pin.Quaternion(w, x, y, z).toRotationMatrix() @ pin.exp3(dtheta)
+        qn = pin.Quaternion(rot)
+        quat = np.array([qn.w, qn.x, qn.y, qn.z])
+        if quat[0] < 0:
+            quat = -quat
+        gyro = truth.imu_gyro + self.gyro_bias + self._gauss(nz.gyro_std, 3)
+        acc = truth.imu_acc + self.acc_bias + self._gauss(nz.acc_std, 3)
+        raw = self.foot_force_scale * truth.foot_force + self._gauss(nz.foot_force_std, 4)
+        raw = np.clip(np.round(raw), -32768, 32767).astype(np.int16)
+        return Measurement(truth.t, q, dq, tau, quat, gyro, acc, raw)
+
+    def imu_variances(self) -> tuple[float, float, float]:
+        """Per-axis variances (orientation rad^2, gyro (rad/s)^2, accel (m/s^2)^2) incl. bias spread.
+
+        Floored at 1e-12 because an all-zero covariance means "unknown" in sensor_msgs/Imu.
+        """
+        nz = self.noise
+        return (
+            max(nz.orientation_std**2, 1e-12),
+            max(nz.gyro_std**2 + nz.gyro_bias_std**2, 1e-12),
+            max(nz.acc_std**2 + nz.acc_bias_std**2, 1e-12),
+        )
