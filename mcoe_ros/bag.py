@@ -89,6 +89,56 @@ def time_ns_of(stamp: Any) -> int:
     return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
 
 
+def build_msg(msgtype: str, tree: dict) -> Any:
+    """rosbags message of ``msgtype`` from a field tree (nested dicts/lists, e.g. from :mod:`mcoe_ros.messages`).
+
+    Fields missing from the tree take their zero value (numbers 0, strings "", arrays of zeros).
+    """
+    from rosbags.typesys.base import Nodetype
+
+    store = typestore()
+
+    def base_value(btype: str, value):
+        if btype == "string":
+            return "" if value is None else str(value)
+        if btype in ("float32", "float64"):
+            return 0.0 if value is None else float(value)
+        if btype == "bool":
+            return bool(value)
+        return 0 if value is None else int(value)
+
+    def array_value(elem, value, size):
+        kind, desc = elem
+        value = [] if value is None else value
+        if kind == Nodetype.BASE:
+            dtype = {"float32": np.float32, "float64": np.float64, "bool": np.bool_}.get(desc[0])
+            if desc[0] == "string":
+                return [base_value("string", v) for v in value] or [""] * size
+            if dtype is None:
+                dtype = getattr(np, desc[0], np.uint8) if desc[0] not in ("byte", "char") else np.uint8
+            arr = np.asarray(value, dtype=dtype)
+            return arr if arr.size or not size else np.zeros(size, dtype=dtype)
+        items = [build(desc, v) for v in value]
+        return items or [build(desc, {}) for _ in range(size)]
+
+    def build(name: str, sub: dict):
+        _consts, fields = store.fielddefs[name]
+        kwargs = {}
+        for fname, (kind, desc) in fields:
+            value = sub.get(fname) if sub else None
+            if kind == Nodetype.BASE:
+                kwargs[fname] = base_value(desc[0], value)
+            elif kind == Nodetype.NAME:
+                kwargs[fname] = build(desc, value or {})
+            elif kind == Nodetype.ARRAY:
+                kwargs[fname] = array_value(desc[0], value, desc[1])
+            else:  # SEQUENCE
+                kwargs[fname] = array_value(desc[0], value, 0)
+        return store.types[name](**kwargs)
+
+    return build(msgtype, tree)
+
+
 # ---------------------------------------------------------------- writing
 class BagWriter:
     """Thin context manager over ``rosbags.rosbag2.Writer`` that serializes messages with :func:`typestore`.
