@@ -61,6 +61,7 @@ PARAMETERS: tuple[Param, ...] = (
     Param("noise.gyro", 0.02, "gyro noise, rad/s"),
     Param("noise.orientation", 0.02, "IMU orientation noise, rad"),
     Param("noise.accelerometer", 0.3, "accelerometer noise, m/s^2"),
+    Param("noise.foot_velocity", 0.02, "stance-foot zero-velocity pseudo-measurement (leg odometry), m/s"),
     Param("noise.process_position", 1e-4, "process noise on configuration per step, m or rad"),
     Param("noise.process_velocity", 0.02, "process noise on velocity per step, m/s or rad/s"),
     Param("noise.arrival_position", 0.05, "initial arrival prior on configuration, m or rad"),
@@ -82,9 +83,9 @@ PARAMETERS: tuple[Param, ...] = (
     Param("solver.rollout", "multiple", "rollout type", ("multiple", "feasible", "single")),
     Param("solver.arrival", "auto", "arrival-node factorisation", ("auto", "schur", "nullspace")),
     # contact detection
-    Param("contact.force_on", 18.0, "vertical ground reaction force to enter contact, N"),
-    Param("contact.force_off", 10.0, "vertical ground reaction force to leave contact, N"),
-    Param("contact.min_duration", 0.006, "a contact change must persist this long, s"),
+    Param("contact.force_on", 12.0, "vertical ground reaction force to enter contact, N"),
+    Param("contact.force_off", 5.0, "vertical ground reaction force to leave contact, N"),
+    Param("contact.min_duration", 0.004, "a contact change must persist this long, s"),
     Param("contact.foot_force_threshold", 20.0, "raw foot-force threshold when input.use_foot_force is set"),
 )
 

@@ -25,9 +25,9 @@ GRAVITY = np.array([0.0, 0.0, -9.81])
 
 @dataclass
 class ContactConfig:
-    force_on: float = 18.0  #: N, vertical force to enter contact (Go1 stance foot: 30-100 N)
-    force_off: float = 10.0  #: N, vertical force to leave contact
-    min_duration: float = 0.006  #: s, a new state must persist this long
+    force_on: float = 12.0  #: N, vertical force to enter contact (Go1 stance foot: 30-100 N)
+    force_off: float = 5.0  #: N, vertical force to leave contact
+    min_duration: float = 0.004  #: s, a new state must persist this long
     use_foot_force: bool = False  #: also require the raw foot-force cue
     foot_force_threshold: float = 20.0  #: raw sensor units
 
@@ -63,7 +63,7 @@ class ContactDetector:
 
     def estimate_forces(self, quat_wxyz, gyro, acc, qj, dqj, tau, ddqj=None) -> np.ndarray:
         """Ground reaction forces (nfeet, 3) on the robot, world axes, N. IMU frame assumed aligned with the base."""
-        model, data, nb = self.robot.model, self.data, self.robot.nu_base
+        model, nb = self.robot.model, self.robot.nu_base
         q, v, a = self._q, self._v, self._a
         if nb:
             w, x, y, z = quat_wxyz
@@ -76,6 +76,15 @@ class ContactDetector:
         q[model.nq - len(qj) :] = qj
         v[nb:] = dqj
         a[nb:] = 0.0 if ddqj is None else ddqj
+        return self.forces_from_state(q, v, a, tau)
+
+    def forces_from_state(self, q: np.ndarray, v: np.ndarray, a: np.ndarray, tau: np.ndarray) -> np.ndarray:
+        """Ground reaction forces (nfeet, 3), world axes, N, from a full state q (nq,), v (nv,), a (nv,) and the
+        actuated-joint torques tau (nj,) (Pinocchio conventions; only the leg rows of the dynamics are used).
+
+        Exact for any base linear velocity if a[:3] is the matching spatial acceleration (classical - w x v).
+        """
+        model, data, nb = self.robot.model, self.data, self.robot.nu_base
         self._tau[nb:] = tau
         rhs = pin.rnea(model, data, q, v, a) - self._tau  # = J^T f, leg rows
         pin.computeJointJacobians(model, data, q)

@@ -12,8 +12,8 @@ from mcoe_ros.model import JointMap
 from mcoe_ros.samples import InvalidSample
 
 
-def low_state_arrays(msg, joint_map: JointMap):
-    """(q, dq, tau) in model order, (quat_wxyz, gyro, acc), foot_force (4,) from a Unitree LowState."""
+def low_state_arrays(msg, joint_map: JointMap, foot_map: JointMap | None = None):
+    """(q, dq, tau) in model order, (quat_wxyz, gyro, acc), foot_force (model foot order if foot_map) from LowState."""
     n = len(joint_map.hw_names)
     motors = msg.motor_state
     if len(motors) < n:
@@ -29,7 +29,7 @@ def low_state_arrays(msg, joint_map: JointMap):
         np.asarray(imu.quaternion, float),
         np.asarray(imu.gyroscope, float),
         np.asarray(imu.accelerometer, float),
-        np.asarray(msg.foot_force, float),
+        np.asarray(msg.foot_force, float) if foot_map is None else foot_map.to_model(np.asarray(msg.foot_force, float)),
     )
 
 

@@ -197,6 +197,20 @@ class ImuLinearVelocity(_FrameVelocity):
         super().__init__(robot, frame_id, std, cov)
 
 
+class ContactVelocity(_FrameVelocity):
+    """Zero-velocity pseudo-measurement of a stance foot: linear velocity of the foot frame, LOCAL axes, m/s.
+
+    z: (3,), normally zeros (a foot in contact does not move: leg odometry). Use it on feet that are in
+    contact at the node's state (not on feet landing in the node's impulse: their pre-impact velocity is
+    not zero).
+    """
+
+    rows = slice(0, 3)
+
+    def __init__(self, robot: RobotModel, frame_id: int, std=0.02, cov=None):
+        super().__init__(robot, frame_id, std, cov)
+
+
 class ImuOrientation(Measurement):
     """Orientation of the IMU frame in the world, R = oMf.rotation. z: (4,) unit quaternion.
 

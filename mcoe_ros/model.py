@@ -122,6 +122,7 @@ class RobotModel:
         self.imu_frame_id = self._frame(self.spec.imu_frame) if self.spec.imu_frame else -1
         self.foot_frame_ids = [self._frame(f) for f in self.spec.foot_frames]
         self.foot_names = list(self.spec.foot_frames)
+        self.foot_map = JointMap(self.foot_names, self._hw_foot_order())  #: per-foot arrays (e.g. foot_force)
         arm = np.broadcast_to(np.asarray(self.spec.armature, dtype=float), (self.nj,))
         self.model.armature[self.nu_base :] = arm
         payload_frame = self.model.frames[self._frame(self.spec.payload_frame)]
@@ -130,6 +131,26 @@ class RobotModel:
         self.payload_to_joint = transform_matrix(payload_frame.placement.rotation, payload_frame.placement.translation)
         self.nominal_inertias = [inertia.copy() for inertia in self.model.inertias]
         self.payload_pi = np.zeros(10)
+
+    def _hw_foot_order(self) -> list[str]:
+        """Feet sorted by the hardware index of the first joint of their leg (Unitree: FR, FL, RR, RL)."""
+        hw = self.joint_map.hw_names
+
+        def first_hw_index(fid: int) -> int:
+            joint, found = self.model.frames[fid].parentJoint, []
+            while joint > 0:
+                name = self.model.names[joint]
+                if name in hw:
+                    found.append(hw.index(name))
+                joint = self.model.parents[joint]
+            return min(found) if found else len(hw)
+
+        return [
+            n
+            for _, n in sorted(
+                (first_hw_index(f), n) for f, n in zip(self.foot_frame_ids, self.foot_names, strict=True)
+            )
+        ]
 
     def _frame(self, name: str) -> int:
         if not self.model.existFrame(name):

@@ -93,3 +93,9 @@ def test_payload_in_an_offset_frame_uses_the_frame_change():
     np.testing.assert_allclose(
         transform_matrix(placement.rotation, placement.translation) @ pi, expected.toDynamicParameters(), atol=1e-12
     )
+
+
+def test_foot_map_follows_the_unitree_leg_order(robot):
+    assert robot.foot_map.hw_names == ["FR_foot", "FL_foot", "RR_foot", "RL_foot"]
+    raw = np.array([10.0, 20.0, 30.0, 40.0])  # LowState.foot_force: FR, FL, RR, RL
+    np.testing.assert_array_equal(robot.foot_map.to_model(raw), [20.0, 10.0, 40.0, 30.0])  # FL, FR, RL, RR

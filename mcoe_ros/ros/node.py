@@ -125,7 +125,7 @@ class EstimatorNode(Node):
         self._guard(self._handle_low_state, msg, self._now())
 
     def _handle_low_state(self, msg, t: float) -> None:
-        q, dq, tau, quat, gyro, acc, foot = low_state_arrays(msg, self.core.robot.joint_map)
+        q, dq, tau, quat, gyro, acc, foot = low_state_arrays(msg, self.core.robot.joint_map, self.core.robot.foot_map)
         self.core.add_imu(t, quat, gyro, acc)
         self.core.add_joints(t, q, dq, tau, foot_force=foot)
 
