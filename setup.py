@@ -39,7 +39,7 @@ setup(
     entry_points={
         "console_scripts": [
             "mcoe_estimator = mcoe_ros.ros.node:main",
-            "mcoe_replay = mcoe_ros.replay.cli:main",
+            "mcoe_replay = mcoe_ros.replay:main",
             "mcoe_sim = mcoe_ros.sim.cli:main",
             "mcoe_demo = mcoe_ros.demo:main",
         ],
