@@ -1,0 +1,102 @@
+"""mcoe_replay on the committed sample bag and on broken inputs (real rosbag2 files, real CLI process)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from mcoe_ros.bag import BagWriter, bag_topics, build_msg, iter_messages, time_ns_of
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLE = os.path.join(ROOT, "mcoe_ros", "data", "go1_sample")
+KEYS = {"bag", "input_mode", "duration_s", "ticks", "held_ticks", "iterations_mean", "samples", "payload"}
+
+
+def replay(*args, check=True):
+    out = subprocess.run(
+        [sys.executable, "-m", "mcoe_ros.replay", *args], capture_output=True, text=True, timeout=900, cwd=ROOT
+    )
+    if check:
+        assert out.returncode == 0, out.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def sample_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("replay")
+    out = replay(SAMPLE, "--end", "1.2", "--json", str(tmp / "a.json"), "--out", str(tmp / "out"), "--quiet")
+    return tmp, out
+
+
+def test_sample_replay_estimates_the_payload_and_is_deterministic(sample_run):
+    tmp, out = sample_run
+    summary = json.loads((tmp / "a.json").read_text())
+    assert KEYS <= set(summary) and {"ground_truth", "errors"} <= set(summary)
+    assert {"mass_kg", "mass_std_kg", "com_m", "com_std_m", "inertia_com_kgm2", "inertia_std_kgm2"} <= set(
+        summary["payload"]
+    )
+    assert summary["ground_truth"]["mass_kg"] == pytest.approx(7.2)
+    assert summary["errors"]["mass_pct"] < 5.0, summary["errors"]
+    assert summary["held_ticks"] == 0 and summary["ticks"] >= 15
+    assert "payload mass" in out.stdout and "Traceback" not in out.stderr
+    replay(SAMPLE, "--end", "1.2", "--json", str(tmp / "b.json"), "--quiet")
+    assert (tmp / "a.json").read_bytes() == (tmp / "b.json").read_bytes()
+
+
+def test_output_bag_has_the_node_topics_with_input_time_stamps(sample_run):
+    tmp, _ = sample_run
+    topics = bag_topics(tmp / "out")
+    for name in ("/mcoe/odom", "/mcoe/pose", "/mcoe/payload/inertia", "/mcoe/payload/covariance", "/diagnostics"):
+        assert topics[name].count >= 1, name
+    stamps, records = [], []
+    for _topic, t_ns, msg in iter_messages(tmp / "out", ["/mcoe/odom"]):
+        stamps.append(time_ns_of(msg.header.stamp))
+        records.append(t_ns)
+        assert msg.header.frame_id == "odom" and msg.child_frame_id == "base"
+        assert np.all(np.isfinite(msg.pose.covariance))
+    assert np.all(np.diff(stamps) > 0) and stamps == records
+    bag_start = next(iter_messages(SAMPLE, ["low_state"]))[1]
+    assert bag_start <= stamps[0] <= bag_start + int(1.2e9)  # input (sensor) time, not wall time
+
+
+def _one_line_error(out):
+    assert out.returncode != 0
+    assert "Traceback" not in out.stderr
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("mcoe_replay: error:"), out.stderr
+    return lines[0]
+
+
+def test_truncated_bag_is_a_one_line_error(tmp_path):
+    bag = tmp_path / "broken"
+    shutil.copytree(SAMPLE, bag)
+    mcap = bag / "go1_sample.mcap"
+    data = mcap.read_bytes()
+    mcap.write_bytes(data[: len(data) // 3])
+    msg = _one_line_error(replay(str(bag), "--quiet", check=False))
+    assert "broken" in msg
+
+
+def test_not_a_bag_and_missing_topics_and_unknown_types(tmp_path):
+    assert "not a rosbag2" in _one_line_error(replay(str(tmp_path / "nope"), check=False))
+    imu_only = tmp_path / "imu_only"
+    with BagWriter(imu_only) as w:
+        for k in range(5):
+            tree = {"header": {"stamp": {"sec": 1, "nanosec": k}, "frame_id": "imu_link"}}
+            w.write("imu/data", "sensor_msgs/msg/Imu", 1_000_000_000 + k, build_msg("sensor_msgs/msg/Imu", tree))
+    msg = _one_line_error(replay(str(imu_only), check=False))
+    assert "no topic low_state" in msg and "imu/data" in msg
+    msg = _one_line_error(replay(str(imu_only), "--topics", "imu/data", "joint_states", check=False))
+    assert "joint_states" in msg
+    msg = _one_line_error(replay(SAMPLE, "--topics", "ground_truth/contacts", check=False))
+    assert "unsupported message type" in msg and "UInt8MultiArray" in msg
+
+
+def test_bad_config_is_a_one_line_error(tmp_path):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("mcoe_estimator:\n  ros__parameters:\n    solver:\n      rollout: zigzag\n")
+    assert "solver.rollout" in _one_line_error(replay(SAMPLE, "--config", str(cfg), check=False))
