@@ -35,9 +35,9 @@ PARAMETERS: tuple[Param, ...] = (
     Param(
         "input.mode", "low_state", "sensor input: Unitree LowState, or JointState + Imu", ("low_state", "joint_states")
     ),
-    Param("input.low_state_topic", "low_state", "Unitree LowState topic (no header: reception time is used)"),
-    Param("input.joint_states_topic", "joint_states", "sensor_msgs/JointState topic (position, velocity, effort)"),
-    Param("input.imu_topic", "imu/data", "sensor_msgs/Imu topic (orientation, angular velocity, specific force)"),
+    Param("input.low_state_topic", "/low_state", "Unitree LowState topic (no header: reception time is used)"),
+    Param("input.joint_states_topic", "/joint_states", "sensor_msgs/JointState topic (position, velocity, effort)"),
+    Param("input.imu_topic", "/imu/data", "sensor_msgs/Imu topic (orientation, angular velocity, specific force)"),
     Param("input.torque_source", "tau_est", "joint torque input: measured/estimated torque", ("tau_est",)),
     Param("input.use_foot_force", False, "use LowState.foot_force as an extra contact cue"),
     # frames and outputs

@@ -19,6 +19,7 @@ covariance of the newest state and the payload covariance. The pose block is rot
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import pinocchio as pin
@@ -56,6 +57,15 @@ def robot_from_params(params: dict) -> RobotModel:
             hw_joint_names=tuple(params["robot.hw_joint_names"]),
         )
     )
+
+
+@dataclass
+class TickInput:
+    """What one solve needs from the window: its grid nodes (oldest first) and bookkeeping."""
+
+    nodes: list  #: GridNode list, N+1 nodes
+    n_created: int  #: window.n_created at the snapshot
+    restarted: bool  #: the grid restarted since the previous tick
 
 
 class PhaseModels(dict):
@@ -166,6 +176,8 @@ class Estimator:
         self.n_ticks = self.n_held = 0
         self.last_status = "waiting for data"
         self._nodes_at_last_solve = 0
+        self._restarted = False
+        self._generation = 0  #: incremented by reset_payload
 
     # ------------------------------------------------------------------ inputs
     def _local(self, t: float) -> float:
@@ -198,26 +210,47 @@ class Estimator:
         self.stats.last_error = str(err)
 
     def reset_payload(self) -> None:
-        """Forget the payload estimate: back to the configured prior (the window restarts)."""
+        """Forget the payload estimate: back to the configured prior (the problem is rebuilt).
+
+        Safe to call from another thread while :meth:`solve` runs: that solve's result is discarded.
+        """
+        self._generation += 1
+        self.last_good = None
         self.theta = self.prior_theta.copy()
         self.theta_info = self.prior_theta_info.copy()
         self.solver = None
         self.rls_pi = None
 
     # ------------------------------------------------------------------ ticks
-    def poll(self) -> list[Estimate]:
-        """Advance the grid with the buffered samples and run the tick that is due (at most one)."""
+    def advance(self) -> None:
+        """Create the grid nodes the buffered samples now cover (cheap; call after adding samples)."""
         restarts = self.window.restarts
         self.window.advance()
         if self.window.restarts != restarts:
-            self.solver = None  # grid restarted (gap): rebuild the problem from the new data
+            self._restarted = True  # grid restarted (gap): the next solve rebuilds the problem
+
+    def due(self) -> TickInput | None:
+        """The input of the tick that is due now (window full and ``tick_period`` of new data), else None.
+
+        Taking it marks the tick as started; run it with :meth:`solve` (possibly outside the lock that
+        guards the sample methods: the snapshot shares no mutable state with the window).
+        """
         if not self.window.full:
-            return []
+            return None
         newest = self.window.n_created
         if newest - self.last_tick_n < self.tick_nodes:
-            return []
+            return None
         self.last_tick_n = newest
-        est = self._tick()
+        restarted, self._restarted = self._restarted, False
+        return TickInput(list(self.window.nodes), newest, restarted)
+
+    def poll(self) -> list[Estimate]:
+        """Advance the grid and run the tick that is due, if any (the synchronous path of the replay)."""
+        self.advance()
+        tick = self.due()
+        if tick is None:
+            return []
+        est = self.solve(tick)
         return [] if est is None else [est]
 
     @staticmethod
@@ -287,10 +320,14 @@ class Estimator:
     def _prev_contacts_before(nodes, k: int):
         return nodes[-(k + 2)].contacts if len(nodes) >= k + 2 else None
 
-    def _tick(self) -> Estimate | None:
-        nodes = list(self.window.nodes)
-        new_nodes = self.window.n_created - self._nodes_at_last_solve
-        self._nodes_at_last_solve = self.window.n_created
+    def solve(self, tick: TickInput) -> Estimate | None:
+        """Run one tick: update the problem with the snapshot's nodes, solve, and build the estimate."""
+        nodes = tick.nodes
+        generation = self._generation
+        new_nodes = tick.n_created - self._nodes_at_last_solve
+        self._nodes_at_last_solve = tick.n_created
+        if tick.restarted:
+            self.solver = None
         t_wall = time.perf_counter()
         try:
             if self.solver is None or new_nodes > self.n_intervals:
@@ -313,6 +350,9 @@ class Estimator:
                 return None
             held = self.last_good
             return Estimate(**{**held.__dict__, "status": self.last_status, "source": "hold"})
+        if generation != self._generation:  # the payload was reset during this solve
+            self.solver = None
+            return None
         self.iterations.append(result.iterations)
         est = self._estimate(result, nodes[-1], elapsed)
         self.theta = result.theta.copy()

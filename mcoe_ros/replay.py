@@ -71,12 +71,13 @@ def _input_topics(args, params: dict, topics: dict) -> tuple[str, dict]:
         wanted = [params["input.low_state_topic"]]
     else:
         wanted = [params["input.joint_states_topic"], params["input.imu_topic"]]
-    missing = [t for t in wanted if t not in topics]
+    by_name = {t.lstrip("/"): t for t in topics}  # "/low_state" (ros2 bag record) and "low_state" alike
+    missing = [t for t in wanted if t.lstrip("/") not in by_name]
     if missing:
         have = ", ".join(f"{t} ({s.msgtype})" for t, s in sorted(topics.items())) or "none"
         raise ReplayError(f"bag has no topic {', '.join(missing)} (topics in the bag: {have})")
     roles = {}
-    for topic in wanted:
+    for topic in (by_name[t.lstrip("/")] for t in wanted):
         msgtype = topics[topic].msgtype
         if msgtype in LOW_STATE_TYPES:
             roles[topic] = "low_state"

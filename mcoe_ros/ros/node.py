@@ -17,6 +17,7 @@ that subscribes late still gets the last value — ``payload/rls/inertia`` when 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 
 import rclpy
@@ -96,21 +97,57 @@ class EstimatorNode(Node):
             self.create_subscription(JointState, self.params["input.joint_states_topic"], self._on_joints, SENSOR_QOS)
             self.create_subscription(Imu, self.params["input.imu_topic"], self._on_imu, SENSOR_QOS)
         self.create_timer(self.params["output.diagnostics_period"], self._publish_diagnostics)
+        # Sensor callbacks only buffer samples and advance the grid (cheap, under the lock); solves run in
+        # a worker thread so that callbacks keep draining the subscription queues during a solve.
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._running = True
+        self._worker = threading.Thread(target=self._solve_loop, name="mcoe_solver", daemon=True)
+        self._worker.start()
         self.get_logger().info(f"mcoe_estimator up: input {mode}, payload estimator {self.core.payload_mode}")
 
     # ---- inputs -------------------------------------------------------------------------------------
     def _guard(self, fn, *args) -> None:
         """Run an input handler; nothing escapes to the executor, problems are counted and logged."""
         try:
-            fn(*args)
-            for est in self.core.poll():
-                self._publish(est)
+            with self._lock:
+                fn(*args)
+                self.core.advance()
+            self._wake.set()
         except InvalidSample as err:
             self.core.count_invalid(err)
             self._log_error(f"rejected input: {err}")
         except Exception as err:  # keep running on anything unexpected, but say so
             self.core.count_invalid(InvalidSample("internal_error", repr(err)))
             self._log_error(f"estimator error: {err!r}")
+
+    def _solve_loop(self) -> None:
+        while self._running:
+            self._wake.wait(0.1)
+            self._wake.clear()
+            try:
+                with self._lock:
+                    tick = self.core.due()
+                if tick is None:
+                    continue
+                est = self.core.solve(tick)
+                if est is not None:
+                    self._publish(est)
+            except Exception as err:  # the worker never dies; the failure is counted and logged
+                if not self._running or not self.context.ok():
+                    return
+                self.core.count_invalid(InvalidSample("internal_error", repr(err)))
+                self._log_error(f"estimator error: {err!r}")
+
+    def destroy_node(self):
+        level, text, values = self.core.diagnostics()
+        summary = ", ".join(f"{k}={values[k]}" for k in ("ticks", "held_ticks", "samples_accepted", "samples_rejected"))
+        self.get_logger().info(f"shutting down: {summary}; status: {text}")
+        self._running = False
+        self._wake.set()
+        if self._worker.is_alive():
+            self._worker.join(timeout=5.0)
+        return super().destroy_node()
 
     def _log_error(self, text: str) -> None:
         now = time.monotonic()
@@ -144,6 +181,8 @@ class EstimatorNode(Node):
 
     # ---- outputs ------------------------------------------------------------------------------------
     def _publish(self, est) -> None:
+        if not self._running or not self.context.ok():  # shutting down: nothing to publish to
+            return
         if not est.is_finite():  # the core never hands out NaN; this is the last line of defence
             self.core.count_invalid(InvalidSample("non_finite_output", "estimate suppressed"))
             return
@@ -166,7 +205,8 @@ class EstimatorNode(Node):
         self.pub_diag.publish(fill(DiagnosticArray(), tree))
 
     def _on_reset(self, request, response):
-        self.core.reset_payload()
+        with self._lock:
+            self.core.reset_payload()
         response.success = True
         response.message = "payload estimate reset to the prior"
         self.get_logger().info(response.message)
