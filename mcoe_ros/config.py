@@ -36,6 +36,7 @@ PARAMETERS: tuple[Param, ...] = (
         "input.mode", "low_state", "sensor input: Unitree LowState, or JointState + Imu", ("low_state", "joint_states")
     ),
     Param("input.low_state_topic", "/low_state", "Unitree LowState topic (no header: reception time is used)"),
+    Param("input.low_state_period", 0.002, "nominal LowState period, s (stamps headerless messages, see inputs.py)"),
     Param("input.joint_states_topic", "/joint_states", "sensor_msgs/JointState topic (position, velocity, effort)"),
     Param("input.imu_topic", "/imu/data", "sensor_msgs/Imu topic (orientation, angular velocity, specific force)"),
     Param("input.torque_source", "tau_est", "joint torque input: measured/estimated torque", ("tau_est",)),
@@ -79,6 +80,7 @@ PARAMETERS: tuple[Param, ...] = (
     Param("payload.prior_sigma", [2.0, 0.05, 0.05, 0.05, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0], "prior std of theta"),
     # solver
     Param("solver.max_iterations", 3, "solver iterations per tick"),
+    Param("solver.max_iterations_cold", 10, "solver iterations of a solve from scratch (first tick, restarts)"),
     Param("solver.time_budget", 0.0, "wall-time budget per tick, s (0 = none: deterministic replay)"),
     Param("solver.rollout", "multiple", "rollout type", ("multiple", "feasible", "single")),
     Param("solver.arrival", "auto", "arrival-node factorisation", ("auto", "schur", "nullspace")),

@@ -19,7 +19,7 @@ covariance of the newest state and the payload covariance. The pose block is rot
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pinocchio as pin
@@ -163,6 +163,7 @@ class Estimator:
             tol_stop=1e-9,
             tol_gap=1e-8,
         )
+        self.cold_iterations = int(params["solver.max_iterations_cold"])
         self.solver: MCOESolver | None = None
         self.node_created: list[int] = []  #: window.n_created index of each problem node (for shifting)
         self.last_good: Estimate | None = None
@@ -300,7 +301,7 @@ class Estimator:
         problem = EstimationProblem(running, terminal, prior, [self.param], self.noise_info)
         for k, node in enumerate(nodes):
             problem.set_node(k, *self._node_inputs(node, problem.nodes[k].model))
-        self.solver = MCOESolver(problem, self.options)
+        self.solver = MCOESolver(problem, replace(self.options))
         self.solver.set_guess(xs, None, self.theta)
 
     def _standing_height(self, node) -> float:
@@ -332,8 +333,10 @@ class Estimator:
         try:
             if self.solver is None or new_nodes > self.n_intervals:
                 self._fresh_problem(nodes)
+                self.solver.options.max_iter = self.cold_iterations
             else:
                 self._shift_problem(nodes, new_nodes)
+                self.solver.options.max_iter = self.options.max_iter
             result = self.solver.solve()
             failure = self._check(result)
         except (np.linalg.LinAlgError, FloatingPointError) as err:

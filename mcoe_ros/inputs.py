@@ -68,3 +68,32 @@ def imu_arrays(msg):
 
 def stamp_seconds(stamp) -> float:
     return stamp.sec + 1e-9 * stamp.nanosec
+
+
+class HeaderlessStamper:
+    """Stamps for messages without a header (Unitree LowState) from their reception times.
+
+    Reception times can be coarse (``ros2 bag play --clock`` publishes /clock at 40 Hz by default, so many
+    messages share one clock value) or bunched by the transport. The stamp is
+    ``max(t_reception, t_previous + period)``: the nominal message period fills in where the clock did not
+    advance, and the reception time takes over whenever it is ahead. If the stamps run ahead of the
+    reception time by more than ``max_lead`` (true rate above nominal), they resynchronise to it
+    (counted in ``resyncs``).
+    """
+
+    def __init__(self, period: float, max_lead: float = 0.05):
+        self.period = float(period)
+        self.max_lead = float(max_lead)
+        self.last: float | None = None
+        self.resyncs = 0
+
+    def __call__(self, t_reception: float) -> float:
+        if self.last is None or t_reception >= self.last + self.period:
+            t = t_reception
+        elif self.last + self.period - t_reception > self.max_lead or t_reception < self.last - 1.0:
+            t = t_reception  # running ahead of the clock, or the clock jumped back: resynchronise
+            self.resyncs += 1
+        else:
+            t = self.last + self.period
+        self.last = t
+        return t

@@ -3,11 +3,11 @@
     mcoe_replay INPUT_BAG [--config config/go1.yaml] [--out OUT_BAG] [--report report.png]
                 [--json summary.json] [--topics T ...] [--start S] [--end S] [--realtime]
 
-Samples are fed in record-time order to the same :class:`mcoe_ros.estimator.Estimator` the ROS node uses
-(LowState has no header: its record time is its stamp; JointState/Imu use their header stamps). The output
-bag holds the node's output topics (under ``--namespace``, default ``/mcoe``) stamped with the input's
-sensor time. The JSON summary is bit-identical for the same bag and config: it holds no wall-clock values
-(solve timings are printed, not stored).
+Samples are fed in record-time order to the same :class:`mcoe_ros.estimator.Estimator` the ROS node uses.
+LowState has no header: its record time goes through the node's HeaderlessStamper; JointState and Imu use
+their header stamps. The output bag holds the node's output topics (under ``--namespace``, default
+``/mcoe``) stamped with the input's sensor time. The JSON summary is bit-identical for the same bag and
+config: it holds no wall-clock values (solve timings are printed, not stored).
 
 JSON keys: ``bag``, ``input_mode``, ``duration_s``, ``ticks``, ``held_ticks``, ``iterations_mean``,
 ``samples`` (accepted/rejected/repaired counts by reason), ``payload`` (mass_kg, mass_std_kg, com_m,
@@ -120,7 +120,7 @@ class _Progress:
 def run(args) -> dict:
     from mcoe_ros.bag import BagWriter, bag_topics, build_msg, iter_messages, time_ns_of
     from mcoe_ros.estimator import Estimator
-    from mcoe_ros.inputs import JointStateMapper, imu_arrays, low_state_arrays, stamp_seconds
+    from mcoe_ros.inputs import HeaderlessStamper, JointStateMapper, imu_arrays, low_state_arrays, stamp_seconds
     from mcoe_ros.samples import InvalidSample
 
     params = load_params(args.config) if args.config else resolve(dict(DEFAULTS))
@@ -135,6 +135,7 @@ def run(args) -> dict:
     est = Estimator(params)
     robot = est.robot
     mapper = JointStateMapper(robot.joint_names)
+    stamper = HeaderlessStamper(params["input.low_state_period"])
     ns = "/" + args.namespace.strip("/") if args.namespace.strip("/") else ""
     gt_topics = [t for t in ("ground_truth/payload", "ground_truth/odom") if t in topics]
     writer = None
@@ -175,7 +176,7 @@ def run(args) -> dict:
             try:
                 if role == "low_state":
                     q, dq, tau, quat, gyro, acc, foot = low_state_arrays(msg, robot.joint_map, robot.foot_map)
-                    t = t_ns * 1e-9
+                    t = stamper(t_ns * 1e-9)  # record time = reception time; same stamping as the node
                     est.add_imu(t, quat, gyro, acc)
                     est.add_joints(t, q, dq, tau, foot_force=foot)
                 elif role == "joints":

@@ -1,7 +1,8 @@
 """ROS 2 node: Go1 sensor streams in, base odometry and payload inertia out (thin adapter over the core).
 
 Inputs (``input.mode``): Unitree ``low_state`` (``unitree_legged_msgs`` or ``ros2_unitree_legged_msgs``;
-no header, so the node clock's reception time is the stamp: ROS time, i.e. /clock under use_sim_time), or
+no header, so the node clock's reception time is the stamp -- ROS time, i.e. /clock under use_sim_time --
+made strictly increasing at the nominal rate by :class:`mcoe_ros.inputs.HeaderlessStamper`), or
 ``joint_states`` + ``imu/data`` (header stamps). Subscriptions are best effort with a deep queue: they
 match the Unitree bridge's reliable publisher and any SensorDataQoS publisher, and buffer a solve's worth
 of samples.
@@ -34,7 +35,7 @@ from std_srvs.srv import Trigger
 from mcoe_ros import messages
 from mcoe_ros.config import NODE_NAME, PARAMETERS, ConfigError, resolve
 from mcoe_ros.estimator import Estimator
-from mcoe_ros.inputs import JointStateMapper, imu_arrays, low_state_arrays, stamp_seconds
+from mcoe_ros.inputs import HeaderlessStamper, JointStateMapper, imu_arrays, low_state_arrays, stamp_seconds
 from mcoe_ros.ros.convert import fill
 from mcoe_ros.samples import InvalidSample
 
@@ -91,6 +92,7 @@ class EstimatorNode(Node):
                 raise ConfigError(
                     "input.mode is low_state but neither unitree_legged_msgs nor ros2_unitree_legged_msgs"
                 )
+            self._stamper = HeaderlessStamper(self.params["input.low_state_period"])
             self.create_subscription(low_state, self.params["input.low_state_topic"], self._on_low_state, SENSOR_QOS)
         else:
             self.mapper = JointStateMapper(self.core.robot.joint_names)
@@ -159,7 +161,7 @@ class EstimatorNode(Node):
         return self.get_clock().now().nanoseconds * 1e-9
 
     def _on_low_state(self, msg) -> None:
-        self._guard(self._handle_low_state, msg, self._now())
+        self._guard(self._handle_low_state, msg, self._stamper(self._now()))
 
     def _handle_low_state(self, msg, t: float) -> None:
         q, dq, tau, quat, gyro, acc, foot = low_state_arrays(msg, self.core.robot.joint_map, self.core.robot.foot_map)
