@@ -225,3 +225,19 @@ def test_cli_writes_a_bag(tmp_path, capsys):
     meta = json.loads((out / "sim_metadata.json").read_text())
     assert [s["name"] for s in meta["segments"]] == ["stand", "trot"]
     assert np.allclose(meta["payload"]["inertia_about_com_trunk_kgm2"], 0.4 * 7.2 * 0.01 * np.eye(3))
+
+
+def test_compiled_payload_matches_its_spec_in_the_trunk_frame():
+    """Regression: an unset inertial offset made MuJoCo place the payload CoM at twice the configured offset."""
+
+    from mcoe_ros.sim.mjcf import Go1Sim, PayloadSpec, SimConfig
+
+    inertia = np.array([[0.06, 0.005, 0.003], [0.005, 0.09, 0.002], [0.003, 0.002, 0.11]])
+    sim = Go1Sim(SimConfig(payload=PayloadSpec(7.2, np.array([0.02, -0.01, 0.05]), inertia)))
+    mujoco.mj_forward(sim.model, sim.data)
+    trunk, pay = sim.model.body("trunk").id, sim.payload_id
+    rot = sim.data.xmat[trunk].reshape(3, 3)
+    np.testing.assert_allclose(rot.T @ (sim.data.xipos[pay] - sim.data.xpos[trunk]), [0.02, -0.01, 0.05], atol=1e-9)
+    ri = rot.T @ sim.data.ximat[pay].reshape(3, 3)
+    np.testing.assert_allclose(ri @ np.diag(sim.model.body_inertia[pay]) @ ri.T, inertia, atol=1e-9)
+    assert sim.model.body_mass[pay] == pytest.approx(7.2)

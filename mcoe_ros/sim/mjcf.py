@@ -209,6 +209,8 @@ def build_spec(robot: RobotModel, cfg: SimConfig) -> mujoco.MjSpec:
     diag, quat = principal_axes(pay.inertia) if pay.mass > 0 else (np.zeros(3), np.array([1.0, 0, 0, 0]))
     payload = trunk.add_body(name="payload", pos=pay.com.copy(), quat=quat)
     payload.explicitinertial = True
+    payload.ipos = np.zeros(3)  # the body frame *is* the CoM frame (unset, MuJoCo would offset it again)
+    payload.iquat = np.array([1.0, 0.0, 0.0, 0.0])
     payload.mass = max(pay.mass, 1e-6)
     payload.inertia = np.maximum(diag, 1e-9)
     payload.add_geom(
