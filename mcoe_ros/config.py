@@ -77,7 +77,14 @@ PARAMETERS: tuple[Param, ...] = (
     Param("payload.prior_mass", 1.0, "prior payload mass, kg"),
     Param("payload.prior_com", [0.0, 0.0, 0.0], "prior payload CoM in the payload frame, m"),
     Param("payload.prior_inertia", [0.01, 0.01, 0.01], "prior principal moments about the CoM, kg m^2"),
-    Param("payload.prior_sigma", [2.0, 0.05, 0.05, 0.05, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0], "prior std of theta"),
+    Param(
+        "payload.prior_sigma",
+        [2.0, 0.5, 0.5, 0.5, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0],
+        "prior std of theta, manifold coordinates (exp-eigval: log m, h kg m, rotation rad, log second moments)",
+    ),
+    Param("payload.rls_window", 0.01, "RLS: Savitzky-Golay window for the accelerations, s"),
+    Param("payload.rls_alpha", 1.0, "RLS: strength of the log-det regulariser (prior: 1 kg box at the trunk)"),
+    Param("payload.rls_forgetting", 1.0, "RLS: directional forgetting factor mu (1 = no forgetting)"),
     # solver
     Param("solver.max_iterations", 3, "solver iterations per tick"),
     Param("solver.max_iterations_cold", 10, "solver iterations of a solve from scratch (first tick, restarts)"),

@@ -37,6 +37,7 @@ from mcoe_ros.measurement import (
 )
 from mcoe_ros.model import RobotModel, RobotSpec
 from mcoe_ros.multibody_node import MultibodyNodeModel
+from mcoe_ros.payload_rls import OnlinePayloadRls
 from mcoe_ros.problem import ArrivalPrior, EstimationProblem
 from mcoe_ros.samples import InvalidSample, SampleStats, validate_imu, validate_joint
 from mcoe_ros.solver import MCOESolver, SolverOptions
@@ -171,7 +172,15 @@ class Estimator:
         self.theta_info = self.prior_theta_info.copy()
         self.last_tick_n = -(10**12)
         self.last_time = 0.0
-        self.rls_pi: np.ndarray | None = None
+        self.rls = None
+        if "rls" in self.payload_mode:
+            self.rls = OnlinePayloadRls(
+                robot,
+                self.dt,
+                window=params["payload.rls_window"],
+                alpha=params["payload.rls_alpha"],
+                mu=params["payload.rls_forgetting"],
+            )
         self.solve_times: list[float] = []
         self.iterations: list[int] = []
         self.n_ticks = self.n_held = 0
@@ -220,15 +229,28 @@ class Estimator:
         self.theta = self.prior_theta.copy()
         self.theta_info = self.prior_theta_info.copy()
         self.solver = None
-        self.rls_pi = None
+        if self.rls is not None:
+            self.rls.reset()
 
     # ------------------------------------------------------------------ ticks
     def advance(self) -> None:
-        """Create the grid nodes the buffered samples now cover (cheap; call after adding samples)."""
-        restarts = self.window.restarts
+        """Create the grid nodes the buffered samples now cover (cheap; call after adding samples).
+
+        The RLS payload estimator (modes rls, oe+rls) consumes every new grid node here, at input rate.
+        """
+        restarts, created = self.window.restarts, self.window.n_created
         self.window.advance()
         if self.window.restarts != restarts:
             self._restarted = True  # grid restarted (gap): the next solve rebuilds the problem
+        new = min(self.window.n_created - created, len(self.window.nodes))
+        if self.rls is not None and new:
+            for node in list(self.window.nodes)[-new:]:
+                self.rls.update(node)
+
+    @property
+    def rls_pi(self) -> np.ndarray | None:
+        """The RLS payload estimate once it has enough data (modes rls, oe+rls), else None."""
+        return self.rls.pi if self.rls is not None and self.rls.ready else None
 
     def due(self) -> TickInput | None:
         """The input of the tick that is due now (window full and ``tick_period`` of new data), else None.
@@ -302,7 +324,8 @@ class Estimator:
         for k, node in enumerate(nodes):
             problem.set_node(k, *self._node_inputs(node, problem.nodes[k].model))
         self.solver = MCOESolver(problem, replace(self.options))
-        self.solver.set_guess(xs, None, self.theta)
+        guess = self.theta if self.rls_pi is None else self.param.theta(self.rls_pi)  # RLS warm start (oe+rls)
+        self.solver.set_guess(xs, None, guess)
 
     def _standing_height(self, node) -> float:
         """Base height that puts the lowest foot on z = 0."""
@@ -331,7 +354,8 @@ class Estimator:
             self.solver = None
         t_wall = time.perf_counter()
         try:
-            if self.solver is None or new_nodes > self.n_intervals:
+            cold = self.solver is None or new_nodes > self.n_intervals
+            if cold:
                 self._fresh_problem(nodes)
                 self.solver.options.max_iter = self.cold_iterations
             else:
@@ -351,8 +375,8 @@ class Estimator:
             self.solver = None
             if self.last_good is None:
                 return None
-            held = self.last_good
-            return Estimate(**{**held.__dict__, "status": self.last_status, "source": "hold"})
+            held = Estimate(**{**self.last_good.__dict__, "status": self.last_status, "source": "hold"})
+            return self._with_rls_payload(held) if self.rls_pi is not None else held
         if generation != self._generation:  # the payload was reset during this solve
             self.solver = None
             return None
@@ -361,7 +385,23 @@ class Estimator:
         self.theta = result.theta.copy()
         self.last_good = est
         self.last_status = "ok"
+        missed_deadline = cold and result.status == "max_time"
+        if self.rls_pi is not None and (self.payload_mode == "rls" or missed_deadline):
+            return self._with_rls_payload(est)  # rls mode, or oe+rls fallback when a cold solve ran out of time
         return est
+
+    def _with_rls_payload(self, est: Estimate) -> Estimate:
+        """The estimate with the RLS payload (and its covariance) in place of the optimal estimator's."""
+        pi = self.rls_pi
+        return Estimate(
+            **{
+                **est.__dict__,
+                "payload_pi": pi,
+                "payload_cov": self.rls.covariance(),
+                "combined_pi": self.robot.combined_pi(pi),
+                "source": "rls",
+            }
+        )
 
     def _check(self, result) -> str:
         if not np.isfinite(result.cost) or not np.all(np.isfinite(result.theta)):
@@ -444,6 +484,7 @@ class Estimator:
             "samples_rejected": self.stats.n_rejected,
             "samples_repaired": self.stats.n_repaired,
             "window_restarts": self.window.restarts,
+            "rls_mass_kg": f"{self.rls_pi[0]:.3f}" if self.rls_pi is not None else "n/a",
             "contact_phase": "".join(
                 "1" if c else "0" for c in (self.window.nodes[-1].contacts if self.window.nodes else ())
             ),

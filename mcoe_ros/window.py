@@ -5,6 +5,7 @@ window keeps a grid t_k = t_0 + k dt; a grid node is created once both streams h
 of t_k (linear interpolation; normalised lerp for the quaternion). Each new node runs the dynamics-based
 contact detector once, so contact flags are causal and never recomputed. The window holds the last
 ``n_nodes`` grid nodes. A sensor gap longer than ``max_gap`` (or a stream that stalls) restarts the grid.
+Times should be seconds since a recent epoch (the Estimator subtracts one): Unix-epoch floats lose ~0.2 us.
 """
 
 from __future__ import annotations
