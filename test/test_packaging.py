@@ -1,6 +1,7 @@
 """The package builds a wheel that carries what a ROS 2 install needs (launch, config, ament marker, msgs, data)."""
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -9,8 +10,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_wheel_contains_data_files_and_console_scripts(tmp_path):
+    src = tmp_path / "src"  # build from a copy: setuptools writes build/ and *.egg-info next to setup.py
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", ".venv", ".cache", "build", "*.egg-info", "out"))
     out = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), ROOT],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), src],
         capture_output=True,
         text=True,
         timeout=300,
