@@ -50,6 +50,7 @@ PARAMETERS: tuple[Param, ...] = (
     Param("estimator.window", 0.2, "sliding-window length, s"),
     Param("estimator.tick_period", 0.05, "sensor time between two solves, s"),
     Param("estimator.max_gap", 0.1, "a sensor gap longer than this restarts the window, s"),
+    Param("estimator.impulse_on_touchdown", True, "apply the impulse (reset) map when a foot lands"),
     Param(
         "estimator.payload_estimator",
         "oe",

@@ -78,9 +78,11 @@ class PhaseModels(dict):
     impact.
     """
 
-    def __init__(self, robot: RobotModel, dt: float, measurements: list, foot_velocity_std: float):
+    def __init__(
+        self, robot: RobotModel, dt: float, measurements: list, foot_velocity_std: float, impulse: bool = True
+    ):
         super().__init__()
-        self.robot, self.dt, self.measurements = robot, dt, measurements
+        self.robot, self.dt, self.measurements, self.impulse = robot, dt, measurements, impulse
         self.foot_meas = {
             name: ContactVelocity(robot, fid, std=foot_velocity_std)
             for name, fid in zip(robot.foot_names, robot.foot_frame_ids, strict=True)
@@ -95,7 +97,7 @@ class PhaseModels(dict):
             else tuple(f for f, c, p in zip(feet, contacts, prev_contacts, strict=True) if c and not p)
         )
         measured = tuple(f for f in stance if f not in landing)
-        return self[stance, stance if landing else (), measured]
+        return self[stance, stance if landing and self.impulse else (), measured]
 
     def __missing__(self, key) -> MultibodyNodeModel:
         stance, impulse, measured = key
@@ -140,7 +142,9 @@ class Estimator:
             ImuOrientation(robot, std=params["noise.orientation"]),
             ImuSpecificForce(robot, std=params["noise.accelerometer"]),
         ]
-        self.models = PhaseModels(robot, self.dt, self.measurements, params["noise.foot_velocity"])
+        self.models = PhaseModels(
+            robot, self.dt, self.measurements, params["noise.foot_velocity"], params["estimator.impulse_on_touchdown"]
+        )
         nv = robot.nv
         self.noise_info = np.r_[
             np.full(nv, params["noise.process_position"] ** -2.0), np.full(nv, params["noise.process_velocity"] ** -2.0)
