@@ -1,0 +1,322 @@
+"""Solver core on small problems: one step = dense Gauss–Newton KKT step, converged cost = scipy least_squares,
+Schur and nullspace arrival paths, the three rollouts, marginalisation / window shift and covariances."""
+
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+import pytest
+from models_toy import (
+    EuclidToyNode,
+    PinocchioNode,
+    arm_model,
+    build_problem,
+    dense_kkt_step,
+    freebody_model,
+    lsq_residuals,
+)
+from scipy.optimize import least_squares
+
+from mcoe_ros.inertia import pi_from_com
+from mcoe_ros.problem import ArrivalPrior, EstimationProblem
+from mcoe_ros.riccati import FactorizationError, range_basis, solve_arrival
+from mcoe_ros.solver import MCOESolver, SolverOptions
+
+PI_EUCLID = pi_from_com(1.5, np.array([0.05, 0.02, -0.3]), np.diag([0.03, 0.02, 0.012]))
+
+
+def _setup(kind: str, param: str, N: int = 8, noise: float = 0.02, info_theta=1.0, spherical=False, seed=3):  # noqa: N803
+    """(problem, true xs, perturbed xs, perturbed ws, theta0) for a toy kind 'euclid', 'arm' or 'free'."""
+    rng = np.random.default_rng(seed)
+    if kind == "euclid":
+        node = EuclidToyNode()
+        pi_true = PI_EUCLID
+        x0 = np.array([0.3, -0.2, 0.1, 0.5])
+    elif kind == "arm":
+        model, j, pi_true = arm_model()
+        node = PinocchioNode(model, j, 0.01, np.arange(4), 0.01)
+        x0 = np.array([0.3, -0.4, 0.5, 0.2])
+    else:
+        model, j, pi_true = freebody_model()
+        if spherical:
+            pi_true = pi_from_com(2.0, np.array([0.02, -0.01, 0.03]), 0.04 * np.eye(3))
+        node = PinocchioNode(model, j, 0.01, np.arange(12), 0.01)
+        quat = rng.standard_normal(4)
+        x0 = np.concatenate([rng.uniform(-1, 1, 3), quat / np.linalg.norm(quat), rng.standard_normal(6)])
+    st = node.state
+    us = [3.0 * rng.standard_normal(node.nu) for _ in range(N)]
+    prob, xt = build_problem(node, N, pi_true, param, us, x0, noise=noise, info_theta=info_theta)
+    theta0 = prob.param.theta(1.3 * pi_true)
+    xs = [st.integrate(x, 0.05 * rng.standard_normal(st.ndx)) for x in xt]
+    ws = [0.01 * rng.standard_normal(st.ndx) for _ in range(N)]
+    return prob, xt, xs, ws, theta0
+
+
+def _direction(prob, xs, ws, theta, method="auto"):
+    solver = MCOESolver(prob, SolverOptions(arrival=method))
+    solver.set_guess(xs, ws, theta)
+    prob.calc_diff(solver.xs, solver.ws, solver.theta)
+    step, _, _ = solver.compute_direction(0.0)
+    dx = np.concatenate([nd.dx for nd in prob.nodes])
+    dw = np.concatenate([nd.dw for nd in prob.nodes[:-1]])
+    return step, np.concatenate([dx, dw, step.dtheta])
+
+
+def _fd_jacobians(node, x, pi, u, z, eps=1e-6):
+    st = node.state
+    d = node.create_data()
+    d.u[:], d.z[:] = u, z
+    out = {"Fx": np.zeros((st.ndx, st.ndx)), "Rx": np.zeros((node.nr, st.ndx))}
+    out["Fp"], out["Rp"] = np.zeros((st.ndx, 10)), np.zeros((node.nr, 10))
+    for i in range(st.ndx + 10):
+        e = np.zeros(st.ndx + 10)
+        e[i] = eps
+        vals = []
+        for sgn in (1.0, -1.0):
+            node.calc(d, st.integrate(x, sgn * e[: st.ndx]), pi + sgn * e[st.ndx :])
+            vals.append((d.xnext.copy(), d.r.copy()))
+        (f1, r1), (f2, r2) = vals
+        key = ("Fx", "Rx") if i < st.ndx else ("Fp", "Rp")
+        col = i if i < st.ndx else i - st.ndx
+        out[key[0]][:, col] = st.difference(f2, f1) / (2 * eps)
+        out[key[1]][:, col] = (r1 - r2) / (2 * eps)
+    node.calc_diff(d, x, pi)
+    return out, d
+
+
+@pytest.mark.parametrize("kind", ["euclid", "arm", "free"])
+def test_toy_node_jacobians_match_finite_differences(kind):
+    prob, xt, xs, _, _ = _setup(kind, "plain")
+    nd = prob.nodes[2]
+    fd, d = _fd_jacobians(nd.model, xs[2], prob.param.pi(prob.prior.theta_bar), nd.data.u, nd.data.z)
+    for key in ("Fx", "Fp", "Rx", "Rp"):
+        ref = fd[key]
+        assert np.abs(getattr(d, key) - ref).max() <= 1e-5 * max(1.0, np.abs(ref).max()), key
+
+
+@pytest.mark.parametrize(
+    "kind,param",
+    [
+        ("euclid", "plain"),
+        ("euclid", "exp-eigval"),
+        ("euclid", "log-cholesky"),
+        ("arm", "exp-eigval"),
+        ("free", "plain"),
+        ("free", "exp-eigval"),
+        ("free", "log-cholesky"),
+    ],
+)
+@pytest.mark.parametrize("method", ["schur", "nullspace"])
+def test_step_equals_dense_gauss_newton_kkt(kind, param, method):
+    """Riccati step (with nonzero gaps and noise) = dense KKT step of the same linearised problem."""
+    prob, _, xs, ws, theta0 = _setup(kind, param)
+    step, sol = _direction(prob, xs, ws, theta0, method)
+    assert step.method == method and step.null_dim == 0
+    dxs, dws, dth, _ = dense_kkt_step(prob, xs, ws, theta0)
+    ref = np.concatenate([*dxs, *dws, dth])
+    rel = np.abs(sol - ref).max() / np.abs(ref).max()
+    assert rel <= 1e-8, rel
+
+
+def test_nullspace_step_solves_the_singular_kkt():
+    """Spherical body with exp-eigval: dpi/domega = 0, V_θθ has a 3-D nullspace (omega). The Schur Cholesky fails,
+    the nullspace step solves the (singular, consistent) dense KKT system and has no omega component; the Schur
+    path fails (Cholesky error) or returns an unbounded omega step."""
+    prob, _, xs, ws, _ = _setup("free", "exp-eigval", info_theta=None, spherical=True)
+    pi0 = 1.3 * pi_from_com(2.0, np.array([0.02, -0.01, 0.03]), 0.04 * np.eye(3))
+    theta0 = prob.param.theta(pi0)
+    step, sol = _direction(prob, xs, ws, theta0, "auto")
+    assert step.method == "nullspace" and step.null_dim == 3
+    y, _, null_dim = range_basis(step.hessian[prob.ndx :, prob.ndx :], 1e-9)
+    assert null_dim == 3 and np.allclose(y[4:7], 0.0)
+    assert np.abs(step.dtheta[4:7]).max() == 0.0
+    _, _, _, (kkt, rhs) = dense_kkt_step(prob, xs, ws, theta0)
+    n = sol.size
+    resid = rhs - kkt[:, :n] @ sol
+    lam = np.linalg.lstsq(kkt[:, n:], resid, rcond=None)[0]
+    assert np.abs(resid - kkt[:, n:] @ lam).max() <= 1e-8 * np.abs(rhs).max()
+    try:  # Schur: Cholesky of an (exactly or numerically) singular V_θθ -> failure or a meaningless omega step
+        schur = solve_arrival(step.hessian, step.gradient, prob.ndx, 0.0, "schur")
+        assert np.abs(schur.dtheta[4:7]).max() > 1e6
+    except FactorizationError:
+        pass
+
+
+def _lsq_cost(prob, xref, theta0):
+    fun, nvar, sparsity = lsq_residuals(prob, xref)
+    z0 = np.concatenate([np.zeros(nvar - prob.ntheta), theta0])
+    res = least_squares(fun, z0, jac_sparsity=sparsity, xtol=1e-10, ftol=1e-10, gtol=1e-10, method="trf")
+    return res.cost
+
+
+@pytest.mark.parametrize(
+    "kind,param,method",
+    [
+        ("euclid", "plain", "schur"),
+        ("euclid", "exp-eigval", "auto"),
+        ("free", "exp-eigval", "schur"),
+        ("free", "exp-eigval", "nullspace"),
+        ("free", "log-cholesky", "auto"),
+    ],
+)
+def test_converged_cost_equals_least_squares(kind, param, method):
+    prob, xt, xs, ws, theta0 = _setup(kind, param)
+    res = MCOESolver(prob, SolverOptions(arrival=method)).solve(xs, ws, theta0)
+    assert res.converged and res.gap <= 1e-9
+    ref = _lsq_cost(prob, xt, theta0)
+    assert abs(res.cost - ref) <= 1e-6 * ref, (res.cost, ref)
+
+
+def test_spherical_body_converges_through_nullspace_to_least_squares_cost():
+    prob, xt, xs, ws, _ = _setup("free", "exp-eigval", info_theta=None, spherical=True, noise=0.01)
+    theta0 = prob.param.theta(1.3 * pi_from_com(2.0, np.array([0.02, -0.01, 0.03]), 0.04 * np.eye(3)))
+    res = MCOESolver(prob, SolverOptions(arrival="auto")).solve(xs, ws, theta0)
+    assert res.converged
+    assert res.log[0].arrival == "nullspace"
+    ref = _lsq_cost(prob, xt, theta0)
+    assert abs(res.cost - ref) <= 1e-6 * ref
+
+
+@pytest.mark.parametrize("rollout", ["multiple", "feasible", "single"])
+def test_rollouts_reach_the_same_optimum(rollout):
+    prob, xt, xs, ws, theta0 = _setup("free", "exp-eigval", N=10)
+    logs = []
+    res = MCOESolver(prob, SolverOptions(rollout=rollout)).solve(xs, ws, theta0, callback=logs.append)
+    assert res.converged, res.status
+    assert len(logs) >= res.iterations and all(np.isfinite(lg.cost) for lg in logs)
+    ref = _lsq_cost(prob, xt, theta0)
+    assert abs(res.cost - ref) <= 1e-6 * ref
+    if rollout != "multiple":
+        assert all(lg.gap <= 1e-9 for lg in logs[1:]) if rollout == "single" else True
+
+
+def test_covariances_match_the_inverse_dense_kkt():
+    """θ covariance from the arrival Hessian (Schur complement in θ) = θθ block of the inverse dense KKT."""
+    prob, _, xs, ws, theta0 = _setup("free", "exp-eigval", N=6)
+    res = MCOESolver(prob).solve(xs, ws, theta0)
+    _, _, _, (kkt, _) = dense_kkt_step(prob, res.xs, res.ws, res.theta)
+    inv = np.linalg.inv(kkt)
+    nvar = (2 * prob.N + 1) * prob.ndx + prob.ntheta
+    cov_ref = inv[nvar - prob.ntheta : nvar, nvar - prob.ntheta : nvar]
+    cov = res.theta_covariance(prob.ndx)
+    assert np.abs(cov - cov_ref).max() <= 1e-6 * np.abs(cov_ref).max()
+    cov_x0 = res.x0_covariance(prob.ndx)
+    assert np.abs(cov_x0 - inv[: prob.ndx, : prob.ndx]).max() <= 1e-6 * np.abs(cov_x0).max()
+
+
+def _linear_toy(N, seed=5):  # noqa: N803
+    node = EuclidToyNode(linear=True)
+    rng = np.random.default_rng(seed)
+    us = [rng.standard_normal(node.nu) for _ in range(N)]
+    x0 = np.array([0.3, -0.2, 0.1, 0.5])
+    prob, xt = build_problem(node, N, PI_EUCLID, "plain", us, x0, noise=0.05, info_theta=1.0)
+    return node, prob, xt, us
+
+
+def test_shift_with_marginalisation_is_exact_on_a_linear_problem():
+    """Solving N+k nodes at once = solving N nodes, shifting by k (marginal prior) and solving again (linear case)."""
+    n, k = 8, 3
+    node, full, xt, _ = _linear_toy(n + k)
+    theta0 = full.prior.theta_bar + 0.3
+    ref = MCOESolver(full).solve(xt, None, theta0)
+    assert ref.converged
+    win = EstimationProblem([node] * n, node, full.prior, full.param, full.nodes[0].W)
+    for j in range(n + 1):
+        win.set_node(j, u=full.nodes[j].data.u, z=full.nodes[j].data.z)
+    solver = MCOESolver(win)
+    first = solver.solve(xt[: n + 1], None, theta0)
+    assert first.converged
+    info_before = np.trace(np.linalg.pinv(first.theta_covariance(win.ndx)))
+    inputs = [(full.nodes[j].data.u, full.nodes[j].data.z) for j in range(n, n + k)]
+    solver.shift(k, [node] * k, node, inputs, (None, full.nodes[n + k].data.z))
+    assert win.N == n and np.any(win.prior.hessian[: win.ndx, win.ndx :])  # exact x–θ cross terms
+    second = solver.solve()
+    assert second.converged
+    scale = np.abs(ref.theta).max()
+    assert np.abs(second.theta - ref.theta).max() <= 1e-8 * scale
+    for j in range(n + 1):
+        assert np.abs(second.xs[j] - ref.xs[j + k]).max() <= 1e-8 * max(1.0, np.abs(ref.xs[j + k]).max())
+    # information about θ accumulates: the second window's θ covariance is that of the full problem
+    cov2, cov_ref = second.theta_covariance(win.ndx), ref.theta_covariance(full.ndx)
+    assert np.abs(cov2 - cov_ref).max() <= 1e-6 * np.abs(cov_ref).max()
+    assert np.trace(np.linalg.pinv(cov2)) > info_before
+
+
+def test_shift_recycles_workspaces_and_rolls_out_new_states():
+    n, k = 6, 2
+    node, full, xt, _ = _linear_toy(n + k)
+    win = EstimationProblem([node] * n, node, full.prior, full.param, full.nodes[0].W)
+    for j in range(n + 1):
+        win.set_node(j, u=full.nodes[j].data.u, z=full.nodes[j].data.z)
+    solver = MCOESolver(win)
+    solver.solve(xt[: n + 1], None, full.prior.theta_bar)
+    old_ids = {id(nd) for nd in win.nodes}
+    inputs = [(full.nodes[j].data.u, full.nodes[j].data.z) for j in range(n, n + k)]
+    solver.shift(k, [node] * k, node, inputs, (None, full.nodes[n + k].data.z), marginalize=False)
+    assert {id(nd) for nd in win.nodes} == old_ids
+    assert len(solver.xs) == n + 1 and len(solver.ws) == n
+    assert np.allclose(win.prior.x_bar, solver.xs[0])
+    res = solver.solve()
+    assert res.converged
+
+
+def test_options_budget_and_validation():
+    prob, _, xs, ws, theta0 = _setup("euclid", "exp-eigval")
+    res = MCOESolver(prob, SolverOptions(max_iter=1)).solve(xs, ws, theta0)
+    assert not res.converged and res.iterations == 1 and res.status == "max_iter"
+    res = MCOESolver(prob, SolverOptions(max_time=0.0)).solve(xs, ws, theta0)
+    assert res.status == "max_time"
+    with pytest.raises(ValueError):
+        MCOESolver(prob, SolverOptions(rollout="bogus"))
+    with pytest.raises(ValueError):
+        EstimationProblem([prob.nodes[0].model] * 2, prob.nodes[0].model, prob.prior, ["plain", "plain"], 1.0)
+
+
+def test_prior_linearisation_matches_finite_differences():
+    model, j, _ = freebody_model()
+    node = PinocchioNode(model, j, 0.01, np.arange(12), 0.01)
+    rng = np.random.default_rng(0)
+    st = node.state
+    xbar = np.concatenate([pin.randomConfiguration(model, -np.ones(7), np.ones(7)), rng.standard_normal(6)])
+    a = rng.standard_normal((st.ndx + 10, st.ndx + 10))
+    prior = ArrivalPrior(xbar, rng.standard_normal(10), a @ a.T, rng.standard_normal(st.ndx + 10))
+    x0 = st.integrate(xbar, 0.2 * rng.standard_normal(st.ndx))
+    th = rng.standard_normal(10)
+    _, grad, _ = prior.linearize(st, x0, th)
+    fd = np.zeros(st.ndx + 10)
+    for i in range(st.ndx + 10):
+        e = np.zeros(st.ndx + 10)
+        e[i] = 1e-6
+        fp = prior.cost(st, st.integrate(x0, e[: st.ndx]), th + e[st.ndx :])
+        fm = prior.cost(st, st.integrate(x0, -e[: st.ndx]), th - e[st.ndx :])
+        fd[i] = (fp - fm) / 2e-6
+    assert np.abs(grad - fd).max() <= 1e-6 * np.abs(fd).max()
+
+
+def test_stacked_parametrization_two_bodies():
+    from mcoe_ros.problem import StackedParametrization
+
+    par = StackedParametrization(["exp-eigval", "log-cholesky"])
+    pis = np.concatenate([PI_EUCLID, pi_from_com(0.7, np.array([0.1, 0.0, -0.05]), np.diag([0.01, 0.012, 0.015]))])
+    theta = par.theta(pis)
+    assert np.allclose(par.pi(theta), pis)
+    jac = par.jacobian(theta)
+    assert par.ntheta == 20 and np.all(jac[:10, 10:] == 0.0) and np.all(jac[10:, :10] == 0.0)
+    fd = np.column_stack([(par.pi(theta + 1e-6 * e) - par.pi(theta - 1e-6 * e)) / 2e-6 for e in np.eye(20)])
+    assert np.abs(jac - fd).max() <= 1e-6 * np.abs(fd).max()
+
+
+def test_smoothed_covariances_match_the_inverse_dense_kkt():
+    """covariance(k) (forward marginal + backward value function) = (x_k, θ) blocks of the inverse dense KKT."""
+    prob, _, xs, ws, theta0 = _setup("free", "exp-eigval", N=6)
+    solver = MCOESolver(prob)
+    res = solver.solve(xs, ws, theta0)
+    _, _, _, (kkt, _) = dense_kkt_step(prob, res.xs, res.ws, res.theta)
+    inv = np.linalg.inv(kkt)
+    ndx, nth = prob.ndx, prob.ntheta
+    nvar = (2 * prob.N + 1) * ndx + nth
+    for k in (0, 3, prob.N):
+        idx = np.r_[k * ndx : (k + 1) * ndx, nvar - nth : nvar]
+        ref = inv[np.ix_(idx, idx)]
+        cov = solver.covariance(k)
+        assert np.abs(cov - ref).max() <= 1e-6 * np.abs(ref).max(), k
