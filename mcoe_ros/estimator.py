@@ -12,8 +12,9 @@ A solve that fails (non-finite, cost blow-up, non-physical payload) is discarded
 held and reported as such, and the next tick restarts the window with the last good payload as prior.
 
 Covariances: the Gauss-Newton marginal of the whole window onto (x_N, theta) (forward information
-recursion of :meth:`MCOESolver.marginal_prior` plus the newest node's measurements) gives the pose/twist
-covariance of the newest state and the payload covariance. The pose block is rotated to odom axes.
+recursion of :meth:`MCOESolver.marginal_prior` plus the newest node's measurements, at the solve's last
+linearisation point) gives the pose/twist covariance of the newest state and the payload covariance. The
+pose block is rotated to odom axes.
 """
 
 from __future__ import annotations
@@ -464,11 +465,9 @@ class Estimator:
         solver = self.solver
         problem = solver.problem
         n = problem.N
-        prior = solver.marginal_prior(n)
+        prior = solver.marginal_prior(n, relinearize=False)  # the solve's last linearisation (no extra cost)
         _, _, hess = prior.linearize(problem.state, solver.xs[n], solver.theta)
         nd = problem.nodes[n]
-        problem.set_theta(solver.theta)
-        problem.linearize_node(n, solver.xs[n], None, None)
         jr = np.hstack([nd.data.Rx, nd.Rth])
         hess = hess + jr.T @ jr
         return np.linalg.pinv(0.5 * (hess + hess.T), rcond=1e-12, hermitian=True)

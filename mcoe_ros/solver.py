@@ -332,10 +332,8 @@ class MCOESolver:
                 if reg > o.reg_max:
                     status = "regularisation above reg_max"
                     break
-        if recalc and not converged and status != "converged":
-            # report the cost/gaps of the returned point
-            cost = p.calc_diff(self.xs, self.ws, self.theta)
-            gap_inf = max((float(np.abs(nd.gap).max()) for nd in p.nodes[:-1]), default=0.0)
+        # Every exit follows the top-of-loop linearisation of the returned point (a step is only accepted when
+        # another iteration follows), so cost, gaps and the workspaces already describe the result.
         return SolverResult(
             converged=converged,
             iterations=it,
@@ -373,7 +371,7 @@ class MCOESolver:
         return np.linalg.pinv(0.5 * (hess + hess.T), rcond=1e-14, hermitian=True)
 
     # ------------------------------------------------------------------ receding horizon
-    def marginal_prior(self, k: int) -> ArrivalPrior:
+    def marginal_prior(self, k: int, relinearize: bool = True) -> ArrivalPrior:
         """Prior on (x_k, θ) from marginalising nodes 0..k-1 (arrival prior, their measurements and noises).
 
         Forward (information-filter) recursion at the current estimate, Gauss–Newton: start with the prior's
@@ -387,16 +385,21 @@ class MCOESolver:
         returned as ArrivalPrior(x̄ = x_k, θ̄ = θ, H, g) (the linear term g keeps the dropped part's gradient, so
         the next window's optimum is unchanged to first order). This is a forward recursion: the backward value
         function V_k summarises nodes k..N (the kept part), not the dropped ones.
+
+        ``relinearize=False`` reuses the node linearisations already in the workspaces: after :meth:`solve` they
+        are those of the returned estimate, so this is exact there and costs no dynamics evaluation.
         """
         p = self.problem
         ndx, nth = p.ndx, p.ntheta
         xs, ws, theta = self.xs, self.ws, self.theta
-        p.set_theta(theta)
+        if relinearize:
+            p.set_theta(theta)
         _, g, h = p.prior.linearize(p.state, xs[0], theta)
         n = ndx + nth
         for j in range(k):
             nd = p.nodes[j]
-            p.linearize_node(j, xs[j], xs[j + 1], ws[j])
+            if relinearize:
+                p.linearize_node(j, xs[j], xs[j + 1], ws[j])
             d = nd.data
             jr = np.hstack([d.Rx, nd.Rth])
             h = h + jr.T @ jr

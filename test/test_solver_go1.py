@@ -93,3 +93,17 @@ def test_go1_payload_helpers_are_consistent():
     mass, com, inertia = pi_about_com(pi_s)
     assert np.allclose(inertia, inertia[0, 0] * np.eye(3))
     assert np.allclose(pi_from_com(mass, com, inertia), pi_s)
+
+
+@pytest.mark.parametrize("max_iter", [2, 50])
+def test_workspaces_hold_the_returned_estimate_linearisation(max_iter):
+    """After solve (converged or stopped by the iteration cap) the node workspaces are linearised at the
+    returned point, so the estimator's covariance can reuse them (marginal_prior(relinearize=False))."""
+    prob, xs_true, pi_true, _ = go1_window(12)
+    solver = MCOESolver(prob, SolverOptions(max_iter=max_iter))
+    res = solver.solve(xs_true, None, prob.param.theta(perturbed(pi_true)))
+    cheap = solver.marginal_prior(prob.N, relinearize=False)
+    exact = solver.marginal_prior(prob.N, relinearize=True)
+    np.testing.assert_allclose(cheap.hessian, exact.hessian, rtol=1e-9, atol=1e-9 * np.abs(exact.hessian).max())
+    np.testing.assert_allclose(cheap.gradient, exact.gradient, rtol=1e-9, atol=1e-9 * np.abs(exact.gradient).max())
+    assert res.cost == pytest.approx(prob.calc_diff(res.xs, res.ws, res.theta), rel=1e-12)
