@@ -76,9 +76,10 @@ class HeaderlessStamper:
     Reception times can be coarse (``ros2 bag play --clock`` publishes /clock at 40 Hz by default, so many
     messages share one clock value) or bunched by the transport. The stamp is
     ``max(t_reception, t_previous + period)``: the nominal message period fills in where the clock did not
-    advance, and the reception time takes over whenever it is ahead. If the stamps run ahead of the
-    reception time by more than ``max_lead`` (true rate above nominal), they resynchronise to it
-    (counted in ``resyncs``).
+    advance, and the reception time takes over whenever it is ahead. Stamps never go backwards: if they run
+    ahead of the reception time by more than ``max_lead`` (true rate above nominal, or a receiver that fell
+    behind and sees a stale clock), they advance at half the period until the reception time catches up
+    (counted in ``resyncs``); a clock that jumps back by more than a second (bag restarted) resets them.
     """
 
     def __init__(self, period: float, max_lead: float = 0.05):
@@ -88,12 +89,13 @@ class HeaderlessStamper:
         self.resyncs = 0
 
     def __call__(self, t_reception: float) -> float:
-        if self.last is None or t_reception >= self.last + self.period:
+        last = self.last
+        if last is None or t_reception >= last + self.period or t_reception < last - 1.0:
             t = t_reception
-        elif self.last + self.period - t_reception > self.max_lead or t_reception < self.last - 1.0:
-            t = t_reception  # running ahead of the clock, or the clock jumped back: resynchronise
+        elif last + self.period - t_reception > self.max_lead:
+            t = last + 0.5 * self.period  # ahead of the clock: slow down, never go back
             self.resyncs += 1
         else:
-            t = self.last + self.period
+            t = last + self.period
         self.last = t
         return t

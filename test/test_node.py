@@ -53,6 +53,16 @@ def stop_node(proc):
     return out
 
 
+def subscribe_late(ctx, payloads):
+    """The MPC's payload subscription, created after the node's first publication (own node and executor)."""
+    late = rclpy.create_node("mpc_late", context=ctx)
+    late.create_subscription(InertiaStamped, "/mcoe/payload/inertia", payloads.append, LATCHED)
+    executor = SingleThreadedExecutor(context=ctx)
+    executor.add_node(late)
+    threading.Thread(target=executor.spin, daemon=True).start()
+    return late, executor
+
+
 def play(topics, use_clock):
     """Run the player and the MPC stand-in; returns (odoms, payload messages received late, node output)."""
     ctx = rclpy.context.Context()
@@ -80,7 +90,7 @@ def play(topics, use_clock):
         time.sleep(0.1)
     assert all(player.count_subscribers(t) for t in topics), "the estimator node never subscribed"
     time.sleep(0.5)
-    subscribed_late = False
+    late = late_executor = None
     wall0 = time.monotonic()
     for topic, t_ns, msg in msgs:
         lag = (t_ns - t_first) * 1e-9 - (time.monotonic() - wall0)
@@ -91,13 +101,19 @@ def play(topics, use_clock):
             c.clock.sec, c.clock.nanosec = divmod(t_ns, 1_000_000_000)
             clock.publish(c)
         pubs[topic].publish(msg)
-        if odoms and not subscribed_late:  # the node has published: only now the MPC asks for the payload
-            mpc.create_subscription(InertiaStamped, "/mcoe/payload/inertia", payloads.append, LATCHED)
-            subscribed_late = True
+        if odoms and late is None:  # the node has published: only now does the MPC ask for the payload
+            late, late_executor = subscribe_late(ctx, payloads)
+    deadline = time.monotonic() + 60.0  # a loaded machine may finish the first (cold) solve after the playback
+    while time.monotonic() < deadline and not odoms:
+        time.sleep(0.1)
+    if odoms and late is None:
+        late, late_executor = subscribe_late(ctx, payloads)
     deadline = time.monotonic() + 20.0
     while time.monotonic() < deadline and not payloads:
         time.sleep(0.1)
-    executor.shutdown()
+    for ex in (executor, late_executor):
+        if ex is not None:
+            ex.shutdown()
     spin.join(timeout=5)
     rclpy.shutdown(context=ctx)
     return odoms, payloads, t_first

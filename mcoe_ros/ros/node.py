@@ -143,7 +143,10 @@ class EstimatorNode(Node):
 
     def destroy_node(self):
         level, text, values = self.core.diagnostics()
-        summary = ", ".join(f"{k}={values[k]}" for k in ("ticks", "held_ticks", "samples_accepted", "samples_rejected"))
+        keys = ["ticks", "held_ticks", "samples_accepted", "samples_rejected"] + sorted(
+            k for k in values if k.startswith("rejected_")
+        )
+        summary = ", ".join(f"{k}={values[k]}" for k in keys)
         self.get_logger().info(f"shutting down: {summary}; status: {text}")
         self._running = False
         self._wake.set()
