@@ -37,7 +37,7 @@ from mcoe_ros.inertia import make_parametrization, pi_from_com
 from mcoe_ros.manifold import StateMultibody
 from mcoe_ros.measurement import ImuOrientation, JointPosition, JointVelocity, default_measurements
 from mcoe_ros.model import RobotModel, RobotSpec, find_robot_data_file
-from mcoe_ros.multibody_node import MultibodyNodeModel
+from mcoe_ros.multibody_node import MultibodyNodeModel, predict_measurements
 from mcoe_ros.node import NodeData, NodeModel
 from mcoe_ros.problem import ArrivalPrior, EstimationProblem
 
@@ -318,20 +318,6 @@ def holding_torque(robot: RobotModel, q: np.ndarray, pi: np.ndarray) -> np.ndarr
     return (g - jt @ lam)[nb:]
 
 
-def _predict_z(node: MultibodyNodeModel, data, x: np.ndarray, pi: np.ndarray) -> np.ndarray:
-    """Noise-free z of a multibody node at (x, pi) (quaternion wxyz for the orientation)."""
-    data.z[:] = 0.0
-    node.calc(data, x, pi)
-    z = np.zeros(node.nz)
-    for meas, md, zs in zip(node.measurements, data.meas, node.z_slices, strict=True):
-        if isinstance(meas, ImuOrientation):
-            quat = pin.Quaternion(data.kin_x.oMf[meas.frame_id].rotation)
-            z[zs] = [quat.w, quat.x, quat.y, quat.z] if meas.quat_order == "wxyz" else quat.coeffs()
-        else:
-            z[zs] = md.h
-    return z
-
-
 def _noisy_quat_wxyz(q_wxyz: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
     rot = pin.Quaternion(*q_wxyz).toRotationMatrix() @ pin.exp3(sigma * rng.standard_normal(3))
     qn = pin.Quaternion(rot)
@@ -419,7 +405,7 @@ def make_window(
             qj, vj = xs[k][nq - nj : nq], xs[k][nq + nb :]
             u = u_hold + kp * (qj0 - qj) - kd * vj + amp * np.sin(2 * np.pi * freq * k * node.dt + phase)
             data.u[:] = u
-            z = _predict_z(node, data, xs[k], pi_true)
+            z = predict_measurements(node, data, xs[k], pi_true)
             if noise > 0:
                 for m_, zsl in zip(node.measurements, node.z_slices, strict=True):
                     if isinstance(m_, ImuOrientation):

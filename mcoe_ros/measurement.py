@@ -155,11 +155,8 @@ class JointVelocity(_ConstantJacobian):
         md.dh_dx[:, 2 * self.nv - self.nr :] = np.eye(self.nr)
 
 
-class _FrameVelocity(Measurement):
-    """Linear (rows 0:3) or angular (rows 3:6) LOCAL velocity of a frame at (q, v)."""
-
-    needs_kinematics = True
-    rows: slice
+class _Frame3(Measurement):
+    """A 3-vector measurement of a frame (default: the IMU frame); sets frame_id, nz = nr = 3, nv, W."""
 
     def __init__(self, robot: RobotModel, frame_id: int | None, std, cov):
         self.frame_id = robot.imu_frame_id if frame_id is None else int(frame_id)
@@ -168,6 +165,13 @@ class _FrameVelocity(Measurement):
         self.nz = self.nr = 3
         self.nv = robot.model.nv
         self.W = sqrt_information(3, std, cov)
+
+
+class _FrameVelocity(_Frame3):
+    """Linear (rows 0:3) or angular (rows 3:6) LOCAL velocity of a frame at (q, v)."""
+
+    needs_kinematics = True
+    rows: slice
 
     def predict(self, md, nd, x):
         md.h[:] = pin.getFrameVelocity(nd.model, nd.kin_x, self.frame_id, _LOCAL).vector[self.rows]
@@ -256,7 +260,7 @@ class ImuOrientation(Measurement):
         np.matmul(self.W, md.dh_dx, out=md.Rx)
 
 
-class ImuSpecificForce(Measurement):
+class ImuSpecificForce(_Frame3):
     """Accelerometer: specific force of the IMU frame in the IMU frame, m/s^2. z: (3,).
 
     f = R^T (p_ddot - g) = a_classical_LOCAL - R^T g, with a = FD(x, u; pi) of the node's dynamics
@@ -268,12 +272,7 @@ class ImuSpecificForce(Measurement):
     uses_acceleration = True
 
     def __init__(self, robot: RobotModel, std=0.1, cov=None, frame_id: int | None = None):
-        self.frame_id = robot.imu_frame_id if frame_id is None else int(frame_id)
-        if self.frame_id < 0:
-            raise ValueError("no IMU frame in the robot model")
-        self.nz = self.nr = 3
-        self.nv = robot.model.nv
-        self.W = sqrt_information(3, std, cov)
+        super().__init__(robot, frame_id, std, cov)
 
     def predict(self, md, nd, x):
         kin = nd.kin_acc

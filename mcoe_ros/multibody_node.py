@@ -102,6 +102,27 @@ class MultibodyNodeModel(NodeModel):
             meas.calc_diff(md, data, x, data.z[zs])
 
 
+def predict_measurements(
+    node: MultibodyNodeModel, data: MultibodyNodeData, x: np.ndarray, pi: np.ndarray
+) -> np.ndarray:
+    """Noise-free measurement vector z (nz,) of ``node`` at (x, pi), in the node's z layout (for synthetic data).
+
+    The orientation slice holds the predicted IMU quaternion in the model's order (w, x, y, z by default).
+    """
+    from mcoe_ros.measurement import ImuOrientation
+
+    data.z[:] = 0.0
+    node.calc(data, x, pi)
+    z = np.zeros(node.nz)
+    for meas, md, zs in zip(node.measurements, data.meas, node.z_slices, strict=True):
+        if isinstance(meas, ImuOrientation):
+            quat = pin.Quaternion(data.kin_x.oMf[meas.frame_id].rotation)
+            z[zs] = [quat.w, quat.x, quat.y, quat.z] if meas.quat_order == "wxyz" else quat.coeffs()
+        else:
+            z[zs] = md.h
+    return z
+
+
 class MultibodyNodeData(NodeData):
     """Node workspace: dynamics data (own pin.Model copy, pin.Datas, constraint datas, settings),
     kinematics pin.Datas for the measurements and one MeasurementData per measurement (views into r, Rx, Rp)."""

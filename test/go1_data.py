@@ -8,7 +8,7 @@ import pinocchio as pin
 from mcoe_ros.inertia import pi_from_com
 from mcoe_ros.measurement import ImuOrientation, default_measurements
 from mcoe_ros.model import RobotModel
-from mcoe_ros.multibody_node import MultibodyNodeModel
+from mcoe_ros.multibody_node import MultibodyNodeModel, predict_measurements
 from mcoe_ros.problem import ArrivalPrior, EstimationProblem
 
 FEET = ("FL_foot", "FR_foot", "RL_foot", "RR_foot")
@@ -36,20 +36,6 @@ def standing_state(robot: RobotModel, rng: np.random.Generator) -> np.ndarray:
     v = np.zeros(robot.nv)
     v[:6] = 0.05 * rng.standard_normal(6)
     return np.concatenate([q, v])
-
-
-def predict_z(node: MultibodyNodeModel, data, x: np.ndarray, pi: np.ndarray) -> np.ndarray:
-    """Noise-free measurement vector z of ``node`` at (x, pi) (prediction of each measurement in z layout)."""
-    data.z[:] = 0.0
-    node.calc(data, x, pi)
-    z = np.zeros(node.nz)
-    for meas, md, zs in zip(node.measurements, data.meas, node.z_slices, strict=True):
-        if isinstance(meas, ImuOrientation):
-            quat = pin.Quaternion(data.kin_x.oMf[meas.frame_id].rotation)
-            z[zs] = [quat.w, quat.x, quat.y, quat.z] if meas.quat_order == "wxyz" else quat.coeffs()
-        else:
-            z[zs] = md.h
-    return z
 
 
 def go1_window(
@@ -83,7 +69,7 @@ def go1_window(
     xs, zs = [x], []
     for k in range(N + 1):
         data.u[:] = us[k]
-        zs.append(predict_z(node, data, xs[k], pi_true))
+        zs.append(predict_measurements(node, data, xs[k], pi_true))
         if noise > 0.0:
             for meas, zsl in zip(node.measurements, node.z_slices, strict=True):
                 if not isinstance(meas, ImuOrientation):
