@@ -170,8 +170,8 @@ class Estimator:
             tol_gap=1e-8,
         )
         self.cold_iterations = int(params["solver.max_iterations_cold"])
+        self._kin_data = robot.create_data()
         self.solver: MCOESolver | None = None
-        self.node_created: list[int] = []  #: window.n_created index of each problem node (for shifting)
         self.last_good: Estimate | None = None
         self.theta = self.prior_theta.copy()
         self.theta_info = self.prior_theta_info.copy()
@@ -248,9 +248,9 @@ class Estimator:
         if self.window.restarts != restarts:
             self._restarted = True  # grid restarted (gap): the next solve rebuilds the problem
         new = min(self.window.n_created - created, len(self.window.nodes))
-        if self.rls is not None and new:
-            for node in list(self.window.nodes)[-new:]:
-                self.rls.update(node)
+        if self.rls is not None:
+            for i in range(new, 0, -1):
+                self.rls.update(self.window.nodes[-i])
 
     @property
     def rls_pi(self) -> np.ndarray | None:
@@ -335,7 +335,7 @@ class Estimator:
     def _standing_height(self, node) -> float:
         """Base height that puts the lowest foot on z = 0."""
         x = self._initial_state(node, np.zeros(3))
-        data = self.robot.create_data()
+        data = self._kin_data  # solve-thread scratch (the window's detector data belongs to the sample thread)
         pin.framesForwardKinematics(self.robot.model, data, x[: self.robot.nq])
         return -min(data.oMf[f].translation[2] for f in self.robot.foot_frame_ids)
 
