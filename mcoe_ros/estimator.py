@@ -366,7 +366,8 @@ class Estimator:
             else:
                 self._shift_problem(nodes, new_nodes)
                 self.solver.options.max_iter = self.options.max_iter
-            result = self.solver.solve()
+            solver = self.solver  # this tick's solver (reset_payload may drop self.solver meanwhile)
+            result = solver.solve()
             failure = self._check(result)
         except (np.linalg.LinAlgError, FloatingPointError) as err:
             result, failure = None, f"solver error: {err}"
@@ -386,7 +387,7 @@ class Estimator:
             self.solver = None
             return None
         self.iterations.append(result.iterations)
-        est = self._estimate(result, nodes[-1], elapsed)
+        est = self._estimate(solver, result, nodes[-1], elapsed)
         self.theta = result.theta.copy()
         self.last_good = est
         self.last_status = "ok"
@@ -418,11 +419,11 @@ class Estimator:
         return ""
 
     # ------------------------------------------------------------------ outputs
-    def _estimate(self, result, node, elapsed: float) -> Estimate:
-        robot, solver = self.robot, self.solver
+    def _estimate(self, solver: MCOESolver, result, node, elapsed: float) -> Estimate:
+        robot = self.robot
         problem = solver.problem
         ndx, nv, nq = problem.ndx, robot.nv, robot.nq
-        cov = self._terminal_covariance()
+        cov = self._terminal_covariance(solver)
         x = result.xs[-1]
         quat = x[3:7] / np.linalg.norm(x[3:7])
         rot = pin.Quaternion(quat[3], quat[0], quat[1], quat[2]).toRotationMatrix()
@@ -460,9 +461,9 @@ class Estimator:
             },
         )
 
-    def _terminal_covariance(self) -> np.ndarray:
+    @staticmethod
+    def _terminal_covariance(solver: MCOESolver) -> np.ndarray:
         """Covariance over (dx_N, dtheta) from the GN marginal of the whole window (see module docstring)."""
-        solver = self.solver
         problem = solver.problem
         n = problem.N
         prior = solver.marginal_prior(n, relinearize=False)  # the solve's last linearisation (no extra cost)
