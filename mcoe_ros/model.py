@@ -157,6 +157,15 @@ class RobotModel:
             raise ValueError(f"frame '{name}' not in the robot model")
         return self.model.getFrameId(name)
 
+    @property
+    def payload_parent_frame(self) -> str:
+        """Name of a frame that coincides with the payload's parent joint frame (where ``combined_pi`` lives)."""
+        for frame in self.model.frames:
+            if frame.parentJoint == self.payload_joint and frame.placement.isIdentity():
+                if frame.type == pin.FrameType.BODY:
+                    return frame.name
+        return self.model.names[self.payload_joint]
+
     def create_data(self) -> pin.Data:
         return self.model.createData()
 

@@ -247,7 +247,7 @@ def _write_estimate(writer, build_msg, ns: str, e, est, payload_frame: str) -> N
         "odom": messages.odometry(e, odom_frame, base),
         "pose": messages.pose_with_covariance(e, odom_frame),
         "payload/inertia": messages.inertia_stamped(e.t, e.payload_pi, payload_frame),
-        "payload/combined_inertia": messages.inertia_stamped(e.t, e.combined_pi, payload_frame),
+        "payload/combined_inertia": messages.inertia_stamped(e.t, e.combined_pi, est.robot.payload_parent_frame),
         "payload/covariance": messages.matrix(e.payload_cov),
     }
     if est.rls_pi is not None:

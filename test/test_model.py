@@ -99,3 +99,9 @@ def test_foot_map_follows_the_unitree_leg_order(robot):
     assert robot.foot_map.hw_names == ["FR_foot", "FL_foot", "RR_foot", "RL_foot"]
     raw = np.array([10.0, 20.0, 30.0, 40.0])  # LowState.foot_force: FR, FL, RR, RL
     np.testing.assert_array_equal(robot.foot_map.to_model(raw), [20.0, 10.0, 40.0, 30.0])  # FL, FR, RL, RR
+
+
+def test_combined_inertia_frame_is_the_parent_joint_frame(robot):
+    assert robot.payload_parent_frame in ("base", "trunk")
+    frame = robot.model.frames[robot.model.getFrameId(robot.payload_parent_frame)]
+    assert frame.parentJoint == robot.payload_joint and frame.placement.isIdentity()

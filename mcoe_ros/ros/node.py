@@ -195,7 +195,7 @@ class EstimatorNode(Node):
         self.pub_pose.publish(fill(PoseWithCovarianceStamped(), messages.pose_with_covariance(est, self.odom_frame)))
         payload_frame = self.params["robot.payload_frame"]
         self.pub_payload.publish(fill(InertiaStamped(), messages.inertia_stamped(est.t, est.payload_pi, payload_frame)))
-        parent = self.core.robot.model.frames[self.core.robot.model.getFrameId(payload_frame)].name
+        parent = self.core.robot.payload_parent_frame
         self.pub_combined.publish(fill(InertiaStamped(), messages.inertia_stamped(est.t, est.combined_pi, parent)))
         self.pub_cov.publish(fill(Float64MultiArray(), messages.matrix(est.payload_cov)))
         if self.pub_rls is not None and self.core.rls_pi is not None:
