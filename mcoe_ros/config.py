@@ -93,9 +93,9 @@ PARAMETERS: tuple[Param, ...] = (
     Param("solver.rollout", "multiple", "rollout type", ("multiple", "feasible", "single")),
     Param("solver.arrival", "auto", "arrival-node factorisation", ("auto", "schur", "nullspace")),
     # contact detection
-    Param("contact.force_on", 12.0, "vertical ground reaction force to enter contact, N"),
-    Param("contact.force_off", 5.0, "vertical ground reaction force to leave contact, N"),
-    Param("contact.min_duration", 0.004, "a contact change must persist this long, s"),
+    Param("contact.force_on", 8.0, "vertical ground reaction force to enter contact, N"),
+    Param("contact.force_off", 4.0, "vertical ground reaction force to leave contact, N"),
+    Param("contact.min_duration", 0.002, "a contact change must persist this long, s"),
     Param("contact.foot_force_threshold", 20.0, "raw foot-force threshold when input.use_foot_force is set"),
 )
 

@@ -5,9 +5,10 @@ For foot i on leg i, the leg rows of the floating-base dynamics read
 because a foot force only enters the rows of its own leg. Hence f_i = J_leg^{-T} (M_leg,: a + h_leg - tau_leg),
 with J_leg the 3x3 leg block of the foot's LOCAL_WORLD_ALIGNED translation Jacobian and f_i the force on
 the robot from the ground, in world axes. The base acceleration in a comes from the IMU (specific force +
-gravity); joint accelerations are optional (zero by default: leg inertia is small next to the body
-weight a stance foot carries). A foot is in contact when the vertical force stays above ``force_on``
-for ``min_duration`` and leaves contact when it stays below ``force_off`` for ``min_duration``.
+gravity); joint accelerations are optional but matter: without them a swinging leg's inertia reads as up to
++-10 N of ground force on the Go1, with them (backward differences, as the sliding window passes) about +-4 N,
+which allows the low thresholds that catch a touch-down early. A foot is in contact when the vertical force
+stays above ``force_on`` for ``min_duration`` and leaves it when it stays below ``force_off`` as long.
 Raw foot-force sensors (uncalibrated on the Go1, sometimes zero) are only an optional extra cue.
 """
 
@@ -25,9 +26,9 @@ GRAVITY = np.array([0.0, 0.0, -9.81])
 
 @dataclass
 class ContactConfig:
-    force_on: float = 12.0  #: N, vertical force to enter contact (Go1 stance foot: 30-100 N)
-    force_off: float = 5.0  #: N, vertical force to leave contact
-    min_duration: float = 0.004  #: s, a new state must persist this long
+    force_on: float = 8.0  #: N, vertical force to enter contact (Go1 stance foot: 30-100 N)
+    force_off: float = 4.0  #: N, vertical force to leave contact
+    min_duration: float = 0.002  #: s, a new state must persist this long
     use_foot_force: bool = False  #: also require the raw foot-force cue
     foot_force_threshold: float = 20.0  #: raw sensor units
 

@@ -3,8 +3,10 @@
 Samples arrive asynchronously (joint and IMU streams, possibly at different rates and with jitter). The
 window keeps a grid t_k = t_0 + k dt; a grid node is created once both streams have samples on either side
 of t_k (linear interpolation; normalised lerp for the quaternion). Each new node runs the dynamics-based
-contact detector once, so contact flags are causal and never recomputed. The window holds the last
-``n_nodes`` grid nodes. A sensor gap longer than ``max_gap`` (or a stream that stalls) restarts the grid.
+contact detector once (joint accelerations from the backward difference of the grid's joint velocities, so
+swing-leg inertia is not mistaken for ground force), so contact flags are causal and never recomputed.
+The window holds the last ``n_nodes`` grid nodes. A sensor gap longer than ``max_gap`` (or a stream that
+stalls) restarts the grid.
 Times should be seconds since a recent epoch (the Estimator subtracts one): Unix-epoch floats lose ~0.2 us.
 """
 
@@ -94,7 +96,11 @@ class SlidingWindow:
             if joint is None or imu is None:  # fell behind the buffers' history: restart cleanly
                 self.restart()
                 return created
-            forces = self.detector.estimate_forces(imu.quat, imu.gyro, imu.acc, joint.q, joint.dq, joint.tau).copy()
+            prev = self.nodes[-1] if self.nodes and abs(t - self.dt - self.nodes[-1].t) < 0.5 * self.dt else None
+            ddq = None if prev is None else (joint.dq - prev.joint.dq) / self.dt  # swing-leg inertia forces
+            forces = self.detector.estimate_forces(
+                imu.quat, imu.gyro, imu.acc, joint.q, joint.dq, joint.tau, ddq
+            ).copy()
             flags = tuple(bool(f) for f in self.detector.update(t, forces, self._foot_force))
             self.nodes.append(GridNode(t, joint, imu, flags, forces))
             self.n_created += 1
