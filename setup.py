@@ -39,9 +39,8 @@ setup(
     entry_points={
         "console_scripts": [
             "mcoe_estimator = mcoe_ros.ros.node:main",
-            "mcoe_replay = mcoe_ros.replay:main",
+            "mcoe_replay = mcoe_ros.apps.replay:main",
             "mcoe_sim = mcoe_ros.sim.cli:main",
-            "mcoe_demo = mcoe_ros.demo:main",
         ],
     },
 )

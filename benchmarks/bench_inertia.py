@@ -10,7 +10,12 @@ import timeit
 import numpy as np
 import pinocchio as pin
 
-from mcoe_ros.inertia import logdet_divergence, logdet_divergence_grad, logdet_divergence_hess, make_parametrization
+from mcoe_ros.multibody.inertia import (
+    logdet_divergence,
+    logdet_divergence_grad,
+    logdet_divergence_hess,
+    make_parametrization,
+)
 
 
 def _us_per_call(fun, number: int = 20000, repeat: int = 5) -> float:

@@ -14,8 +14,9 @@ from collections.abc import Callable
 import numpy as np
 import pinocchio as pin
 
-from mcoe_ros.dynamics import PhaseDynamicsModel
-from mcoe_ros.measurement import (
+from mcoe_ros.multibody.dynamics import PhaseDynamicsModel
+from mcoe_ros.multibody.interval import MultibodyIntervalModel
+from mcoe_ros.multibody.measurements import (
     ImuAngularVelocity,
     ImuLinearVelocity,
     ImuOrientation,
@@ -24,8 +25,7 @@ from mcoe_ros.measurement import (
     JointVelocity,
     default_measurements,
 )
-from mcoe_ros.model import RobotModel
-from mcoe_ros.multibody_node import MultibodyNodeModel
+from mcoe_ros.multibody.robot import RobotModel
 
 FEET = ("FL_foot", "FR_foot", "RL_foot", "RR_foot")
 
@@ -146,22 +146,22 @@ def main() -> None:
         rows.append(
             (f"f calc_diff (Fx, Fp), {tag}", lambda dyn=dyn, dd=dd: dyn.calc_diff(dd, x, u, pi), chain(*diff_floor))
         )
-        node = MultibodyNodeModel(robot, contacts, 0.002, default_measurements(robot), impulse)
-        nd = node.create_data()
-        nd.u[:] = u
-        nd.z[:] = np.r_[np.zeros(27), 1.0, np.zeros(6)]
+        interval = MultibodyIntervalModel(robot, contacts, 0.002, default_measurements(robot), impulse)
+        idata = interval.create_data()
+        idata.u[:] = u
+        idata.z[:] = np.r_[np.zeros(27), 1.0, np.zeros(6)]
         fk = ["computeForwardKinematicsDerivatives"] * (2 if impulse else 1)
         meas_floor = ["getFrameVelocityDerivatives", "getFrameJacobian + Jlog3", "getFrameAccelerationDerivatives"]
         rows.append(
             (
-                f"node calc_diff default meas, {tag}",
-                lambda node=node, nd=nd: node.calc_diff(nd, x, pi),
+                f"interval calc_diff default meas, {tag}",
+                lambda m=interval, d=idata: m.calc_diff(d, x, pi),
                 chain(*diff_floor, *fk, *meas_floor),
             )
         )
-        rows.append((f"node calc default meas, {tag}", lambda node=node, nd=nd: node.calc(nd, x, pi), None))
+        rows.append((f"interval calc default meas, {tag}", lambda m=interval, d=idata: m.calc(d, x, pi), None))
 
-    # measurement models alone, on a node data whose kinematics/dynamics are already computed
+    # measurement models alone, on an interval data whose kinematics/dynamics are already computed
     meas_floors = {
         ImuAngularVelocity: "getFrameVelocityDerivatives",
         ImuLinearVelocity: "getFrameVelocityDerivatives",
@@ -176,16 +176,16 @@ def main() -> None:
         ImuSpecificForce(robot),
         ImuLinearVelocity(robot),
     ):
-        node = MultibodyNodeModel(robot, FEET, 0.002, [meas])
-        nd = node.create_data()
-        nd.u[:] = u
-        nd.z[:] = np.r_[1.0, np.zeros(meas.nz - 1)]
-        node.calc_diff(nd, x, pi)
-        md, z = nd.meas[0], nd.z
+        interval = MultibodyIntervalModel(robot, FEET, 0.002, [meas])
+        idata = interval.create_data()
+        idata.u[:] = u
+        idata.z[:] = np.r_[1.0, np.zeros(meas.nz - 1)]
+        interval.calc_diff(idata, x, pi)
+        md, c, z = idata.meas[0], idata.collector, idata.z
         name = type(meas).__name__
         floor = raw.get(meas_floors.get(type(meas), ""))
-        rows.append((f"{name} calc", lambda meas=meas, md=md, nd=nd, z=z: meas.calc(md, nd, x, z), None))
-        rows.append((f"{name} calc_diff", lambda meas=meas, md=md, nd=nd, z=z: meas.calc_diff(md, nd, x, z), floor))
+        rows.append((f"{name} calc", lambda meas=meas, md=md, c=c, z=z: meas.calc(md, c, x, z), None))
+        rows.append((f"{name} calc_diff", lambda meas=meas, md=md, c=c, z=z: meas.calc_diff(md, c, x, z), floor))
 
     print(f"\n{'model':48s} {'µs':>8s} {'floor µs':>9s} {'ratio':>6s}")
     for name, fn, floor_fn in rows:
@@ -194,7 +194,7 @@ def main() -> None:
         floor_s = f"{floor:9.1f}" if np.isfinite(floor) else f"{'-':>9s}"
         ratio_s = f"{ratio:6.2f}" if np.isfinite(ratio) else f"{'-':>6s}"
         print(f"{name:48s} {val:8.1f} {floor_s} {ratio_s}")
-    print("\n(measurement rows: kinematics already computed by the node; their floor is the frame-derivative getter)")
+    print("\n(measurement rows: kinematics already computed by the interval model; their floor is the frame getter)")
 
 
 if __name__ == "__main__":

@@ -9,9 +9,9 @@ import time
 
 import numpy as np
 
-from mcoe_ros.body_regressor import body_wrench_regressor
-from mcoe_ros.inertia import pi_from_com
-from mcoe_ros.rls import RlsL2, RlsLogdet
+from mcoe_ros.multibody.body_wrench import body_wrench_regressor
+from mcoe_ros.multibody.inertia import pi_from_com
+from mcoe_ros.payload.rls import RlsL2, RlsLogdet
 
 N_STEPS = 5000
 TRUE = pi_from_com(2.0, np.array([0.05, -0.02, 0.1]), np.diag([0.02, 0.03, 0.04]))

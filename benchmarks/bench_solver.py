@@ -1,7 +1,7 @@
 """Benchmark of the MCOE solver on Go1 windows (4 feet in contact, dt 2 ms, payload nθ = 10, exp-eigval).
 
-For N = 50, 100, 200, 400 nodes (``--quick``: N = 50 only): time per solver iteration, the Pinocchio-call floor
-measured in the same run (one sweep of the node models' calc_diff over the window, min of 3), their ratio, and
+For N = 50, 100, 200, 400 intervals (``--quick``: N = 50 only): time per solver iteration, the Pinocchio-call floor
+measured in the same run (one sweep of the interval models' calc_diff over the window, min of 3), their ratio, and
 scipy.optimize.least_squares (TRF, finite-difference sparse Jacobian via ``jac_sparsity``, the same residuals with
 w eliminated) to the same cost. Measurements carry noise (``--noise`` std of each sensor model, so the optimum cost
 is not 0) and a weak parameter prior (``--info-theta``) centred at the 70 %-off initial guess regularises the
@@ -15,30 +15,25 @@ Run: .venv/bin/python benchmarks/bench_solver.py [--quick] [--rollouts] [--no-ls
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
 import numpy as np
+from scipy.optimize import least_squares
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test"))
-
-from go1_data import go1_window, perturbed  # noqa: E402
-from models_toy import lsq_residuals  # noqa: E402
-from scipy.optimize import least_squares  # noqa: E402
-
-from mcoe_ros.inertia import pi_about_com  # noqa: E402
-from mcoe_ros.problem import ArrivalPrior  # noqa: E402
-from mcoe_ros.solver import MCOESolver, SolverOptions  # noqa: E402
+from mcoe_ros.multibody.inertia import pi_about_com
+from mcoe_ros.ocp.problem import ArrivalPrior
+from mcoe_ros.ocp.solver import MCOESolver, SolverOptions
+from mcoe_ros.testing.go1 import go1_window, perturbed
+from mcoe_ros.testing.toy import lsq_residuals
 
 
 def floor_time(prob, xs, pi, repeats: int = 3) -> float:
-    """Seconds of one sweep of node calc_diff calls (the Pinocchio work of one linearisation)."""
+    """Seconds of one sweep of interval calc_diff calls (the Pinocchio work of one linearisation)."""
     best = np.inf
     for _ in range(repeats):
         t0 = time.perf_counter()
-        for k, nd in enumerate(prob.nodes):
-            nd.model.calc_diff(nd.data, xs[k], pi)
+        for k, knot in enumerate(prob.knots):
+            knot.model.calc_diff(knot.data, xs[k], pi)
         best = min(best, time.perf_counter() - t0)
     return best
 

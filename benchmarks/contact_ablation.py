@@ -2,11 +2,12 @@
 
     .venv/bin/python benchmarks/contact_ablation.py [--bag mcoe_ros/data/go1_sample] [--end 10]
 
-Replays a simulator bag (with ``ground_truth/contacts``) twice through :class:`mcoe_ros.estimator.Estimator`:
-once as deployed (dynamics-based contact detection), once with the detector's hysteresis replaced by the recorded
-ground-truth flags (everything else identical), and prints payload mass/CoM errors at the end and per phase,
-plus how often the detected flags disagree with the ground truth. Isolates the contact-detection share of the
-payload error on impact-rich gaits.
+Replays a simulator bag (with ``ground_truth/contacts``) twice through the estimator
+(:class:`mcoe_ros.io.feed.SensorFeed`, as the replay and the node feed it): once as deployed (dynamics-based contact
+detection), once with a detector whose flags are the recorded ground truth (injected into
+:class:`mcoe_ros.estimation.estimator.Estimator`; everything else identical), and prints payload mass/CoM errors at the
+end and per phase, plus how often the detected flags disagree with the ground truth. Isolates the contact-detection
+share of the payload error on impact-rich gaits.
 """
 
 from __future__ import annotations
@@ -18,56 +19,62 @@ import time
 
 import numpy as np
 
-from mcoe_ros.bag import iter_messages
-from mcoe_ros.config import resolve
-from mcoe_ros.estimator import Estimator
-from mcoe_ros.inertia import pi_about_com
-from mcoe_ros.inputs import low_state_arrays
+from mcoe_ros.estimation.estimator import Estimator
+from mcoe_ros.io.bag import iter_messages
+from mcoe_ros.io.feed import SensorFeed
+from mcoe_ros.io.params import NodeConfig
+from mcoe_ros.multibody.contact import ContactDetector
+from mcoe_ros.multibody.inertia import pi_about_com
+from mcoe_ros.multibody.robot import RobotModel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run(bag: str, end: float, ground_truth: bool) -> dict:
-    est = Estimator(resolve())
-    gt_t, gt_flags, t0 = [], [], None
-    for _topic, t_ns, msg in iter_messages(bag, ["ground_truth/contacts"]):
-        gt_t.append(t_ns * 1e-9)
-        gt_flags.append(np.array(msg.data, dtype=bool))
-    detector = est.window.detector
-    detected_update = detector.update
-    disagree = [0, 0]
+class CountingDetector(ContactDetector):
+    """The deployed detector that also counts its disagreement with the ground truth and, if asked, outputs the
+    ground-truth flags instead of its own (forces are still estimated, for the window's diagnostics)."""
 
-    def flags_at(t_local: float) -> np.ndarray:
-        i = max(0, bisect.bisect_right(gt_t, t_local + est.epoch) - 1)
-        return gt_flags[i]
+    def __init__(self, robot: RobotModel, truth_t: list, truth_flags: list, use_truth: bool):
+        super().__init__(robot)
+        self.truth_t, self.truth_flags, self.use_truth = truth_t, truth_flags, use_truth
+        self.epoch = 0.0  #: the estimator's time epoch (knot times are relative to it)
+        self.disagree = [0, 0]
 
-    def update(t, forces, foot_force=None):
-        flags = detected_update(t, forces, foot_force)
-        truth = flags_at(t)
-        disagree[0] += int((flags != truth).sum())
-        disagree[1] += flags.size
-        if ground_truth:
-            detector.flags[:] = truth
+    def update(self, t, forces, foot_force=None):
+        flags = super().update(t, forces, foot_force)
+        i = max(0, bisect.bisect_right(self.truth_t, t + self.epoch) - 1)
+        truth = self.truth_flags[i]
+        self.disagree[0] += int((flags != truth).sum())
+        self.disagree[1] += flags.size
+        if self.use_truth:
+            self.flags[:] = truth
             return truth.copy()
         return flags
 
-    detector.update = update
-    history = []
+
+def run(bag: str, end: float, ground_truth: bool) -> dict:
+    config = NodeConfig()
+    gt_t, gt_flags = [], []
+    for _topic, t_ns, msg in iter_messages(bag, ["ground_truth/contacts"]):
+        gt_t.append(t_ns * 1e-9)
+        gt_flags.append(np.array(msg.data, dtype=bool))
+    detector = CountingDetector(RobotModel(config.estimator.robot), gt_t, gt_flags, ground_truth)
+    feed = SensorFeed(config, Estimator(config.estimator, detector=detector))
+    history, t0 = [], None
     wall = time.perf_counter()
     for _topic, t_ns, msg in iter_messages(bag, ["low_state"]):
         t = t_ns * 1e-9
         t0 = t if t0 is None else t0
         if t - t0 > end:
             break
-        q, dq, tau, quat, gyro, acc, _foot = low_state_arrays(msg, est.robot.joint_map, est.robot.foot_map)
-        est.add_imu(t, quat, gyro, acc)
-        est.add_joints(t, q, dq, tau)
-        for e in est.poll():
+        feed.low_state(msg, t)
+        detector.epoch = feed.estimator.epoch or 0.0
+        for e in feed.poll():
             mass, com, _ = pi_about_com(e.payload_pi)
             history.append((e.t - t0, mass, com))
     return {
         "history": history,
-        "disagree_pct": 100.0 * disagree[0] / max(disagree[1], 1),
+        "disagree_pct": 100.0 * detector.disagree[0] / max(detector.disagree[1], 1),
         "wall": time.perf_counter() - wall,
     }
 

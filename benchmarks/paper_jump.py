@@ -1,15 +1,15 @@
 """MCOE paper Fig. 5 analogue: localisation during jumps (simulator ``pronk``), optimal estimator vs an IMU +
-leg-kinematics Kalman filter (:mod:`ekf_baseline`, PRONTO-like).
+leg-kinematics Kalman filter (:mod:`mcoe_ros.estimation.leg_odometry`, PRONTO-like).
 
 Data: ``mcoe_sim --scenario pronk`` (MuJoCo Go1, 7.2 kg payload as in Table II, 500 Hz), optional observation noise
-:func:`bench_payload_baselines.add_noise` (seed 0). Both estimators see the same samples:
-- OE: :class:`mcoe_ros.estimator.Estimator`, default parameters, fed sample by sample; its output at each tick
-  (every 50 ms) is the newest state of the window (causal, filtering estimate). Two payload priors: 'known' (prior
+:func:`mcoe_ros.testing.datasets.add_noise` (seed 0). Both estimators see the same samples:
+- OE: :class:`mcoe_ros.estimation.estimator.Estimator`, default parameters, fed sample by sample; its output at each
+  tick (every 50 ms) is the newest state of the window (causal, filtering estimate). Two payload priors: 'known' (prior
   at the simulated 7.2 kg payload, i.e. after identification, as for a robot with a correct model) and 'unknown'
   (the default 1 kg prior: the model is wrong by 6 kg until the payload is identified).
-- EKF: steps once per grid node of the *estimator's* sliding window, i.e. the same resampled sensors and the same
+- EKF: steps once per grid knot of the *estimator's* sliding window, i.e. the same resampled sensors and the same
   dynamics-based contact flags; accelerometer and foot-velocity standard deviations from the same configuration.
-Alignment: both start at the true position (EKF: at its first node; OE: its first estimate is translated onto the
+Alignment: both start at the true position (EKF: at its first knot; OE: its first estimate is translated onto the
 truth at that time); errors are ‖p − p_true‖ at the estimator's tick times.
 
 Run: .venv/bin/python benchmarks/paper_jump.py [--quick]
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 
@@ -31,27 +30,24 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mcoe_ros.estimation.leg_odometry import LegKinematicsEkf  # noqa: E402
+from mcoe_ros.io.bag import iter_messages  # noqa: E402
+from mcoe_ros.io.feed import SensorFeed  # noqa: E402
+from mcoe_ros.io.params import node_config  # noqa: E402
+from mcoe_ros.multibody.inertia import pi_about_com  # noqa: E402
+from mcoe_ros.testing.datasets import add_noise, load_bag, make_bag, simulated_payload_pi  # noqa: E402
+from mcoe_ros.testing.reporting import command_line, md_table, versions, write_doc  # noqa: E402
 
-import bench_payload_baselines as bpb  # noqa: E402
-from ekf_baseline import LegKinematicsEkf  # noqa: E402
-from paper_common import DOCS, command_line, md_table, versions, write_doc  # noqa: E402
-
-from mcoe_ros.bag import iter_messages  # noqa: E402
-from mcoe_ros.config import resolve  # noqa: E402
-from mcoe_ros.estimator import Estimator  # noqa: E402
-from mcoe_ros.inertia import pi_about_com  # noqa: E402
-from mcoe_ros.sim.cli import main as sim_main  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCS = os.path.join(ROOT, "docs")
 
 
 def make_pronk(path: str, seconds: float) -> None:
-    rc = sim_main(["--scenario", f"pronk:{seconds:g}", *bpb.PAYLOAD, "--noise", "0", "--seed", "0", "--out", path])
-    if rc != 0:
-        raise RuntimeError("mcoe_sim failed")
+    make_bag(path, "pronk", seconds, ("--seed", "0"))
 
 
 def load_truth(path: str) -> tuple[np.ndarray, np.ndarray]:
-    """(t (M,), position (M, 3)) of ground_truth/odom on the clock of bench_payload_baselines.load_bag."""
+    """(t (M,), position (M, 3)) of ground_truth/odom on the clock of mcoe_ros.testing.datasets.load_bag."""
     t0, ts, ps = None, [], []
     for topic, t_ns, msg in iter_messages(path, ["joint_states", "ground_truth/odom"]):
         if topic == "joint_states":
@@ -74,8 +70,9 @@ def payload_prior(pi: np.ndarray) -> dict:
 
 
 def run(series, truth_t, truth_p, overrides: dict) -> dict:
-    params = resolve(overrides)
-    est = Estimator(params)
+    config = node_config(overrides)
+    feed = SensorFeed(config)
+    est = feed.estimator
 
     def truth_at(t: float) -> np.ndarray:
         return np.array([np.interp(t, truth_t, truth_p[:, i]) for i in range(3)])
@@ -85,26 +82,24 @@ def run(series, truth_t, truth_p, overrides: dict) -> dict:
     oe_t, oe_p, ekf_t, ekf_p, contacts = [], [], [], [], []
     wall = time.perf_counter()
     for k in range(len(series)):
-        t = float(series.t[k])
-        est.add_imu(t, series.quat[k], series.gyro[k], series.acc[k])
-        est.add_joints(t, series.q[k], series.dq[k], series.tau[k])
-        out = est.poll()  # advances the grid first, then solves if due
+        feed.sample(float(series.t[k]), series.q[k], series.dq[k], series.tau[k], *series.imu(k))
+        out = feed.poll()  # advances the grid first, then solves if due
         created = est.window.n_created
-        new = min(created - n_seen, len(est.window.nodes))
+        new = min(created - n_seen, len(est.window.knots))
         n_seen = created
-        for node in list(est.window.nodes)[len(est.window.nodes) - new :]:
+        for knot in list(est.window.knots)[len(est.window.knots) - new :]:
             if ekf is None:
                 ekf = LegKinematicsEkf(
                     est.robot,
-                    truth_at(node.t),
-                    accel_std=params["noise.accelerometer"],
-                    foot_velocity_std=params["noise.foot_velocity"],
+                    truth_at(knot.t),
+                    accel_std=config.estimator.noise.accelerometer,
+                    foot_velocity_std=config.estimator.noise.foot_velocity,
                 )
             else:
-                ekf.step_node(node, est.dt)
-            ekf_t.append(node.t)
+                ekf.step(knot, est.dt)
+            ekf_t.append(knot.t)
             ekf_p.append(ekf.position)
-            contacts.append(node.contacts)
+            contacts.append(knot.contacts)
         for e in out:
             oe_t.append(e.t - (est.epoch or 0.0))
             oe_p.append(e.position.copy())
@@ -125,8 +120,8 @@ def run(series, truth_t, truth_p, overrides: dict) -> dict:
         "node_t": ekf_t,
         "contacts": np.array(contacts),
         "wall": time.perf_counter() - wall,
-        "held": est.n_held,
-        "ticks": est.n_ticks,
+        "held": est.counters.held,
+        "ticks": est.counters.ticks,
     }
 
 
@@ -149,11 +144,11 @@ def main() -> None:
         path = os.path.join(root, f"pronk_{seconds:g}s")
         if not os.path.exists(path):
             make_pronk(path, seconds)
-        clean, _ = bpb.load_bag(path)
+        clean, _ = load_bag(path)
         truth_t, truth_p = load_truth(path)
-        known = payload_prior(bpb.simulated_payload_pi())
+        known = payload_prior(simulated_payload_pi())
         for sigma in sigmas:
-            series = bpb.add_noise(clean, sigma, np.random.default_rng(0))
+            series = add_noise(clean, sigma, np.random.default_rng(0))
             for variant, over in (("known", known), ("unknown", {})):
                 r = run(series, truth_t, truth_p, over)
                 results[sigma, variant] = r
@@ -213,7 +208,7 @@ def main() -> None:
     fig.savefig(png, dpi=110)
     total = time.perf_counter() - wall0
     text = (
-        f"<!-- generated by {command_line()} -->\n"
+        f"<!-- generated by {command_line(ROOT)} -->\n"
         f"pronk {seconds:g} s, noise seed 0, errors at the estimator's {len(r['t'])} tick times; {versions()}; "
         f"total wall time {total:.0f} s.\n\n"
         + md_table(
@@ -234,7 +229,7 @@ def main() -> None:
         + f"\n![jump](jump{suffix}.png)\n"
     )
     print(text)
-    print("wrote", write_doc(f"jump{suffix}.md", text), png)
+    print("wrote", write_doc(DOCS, f"jump{suffix}.md", text), png)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,14 @@
 """MCOE paper Table II analogue: payload identification error of the optimal estimator (OE, the receding-horizon
-:class:`mcoe_ros.estimator.Estimator`) vs LS[100 ms], LS[10 ms] and RLS-logdet on simulated Go1 bags.
+:class:`mcoe_ros.estimation.estimator.Estimator`) vs LS[100 ms], LS[10 ms] and RLS-logdet on simulated Go1 bags.
 
 Data: ``mcoe_sim`` (MuJoCo) bags with a 7.2 kg payload (CoM (0.02, 0, 0.05) m in the trunk), perfect sensors, 500 Hz,
 scenarios trot, trot-forward, walk, squat-sway (the simulator's closest analogues of the paper's four gaits).
-Noise: :func:`bench_payload_baselines.add_noise` (N(0, sigma^2) on q, dq, tau, gyro, acc in SI units; rotation noise
+Noise: :func:`mcoe_ros.testing.datasets.add_noise` (N(0, sigma^2) on q, dq, tau, gyro, acc in SI units; rotation noise
 on the IMU quaternion), seed 0, the *same* noisy series for all four methods. Reference payload:
-:func:`bench_payload_baselines.simulated_payload_pi`.
+:func:`mcoe_ros.testing.datasets.simulated_payload_pi`.
 
-- LS / RLS: :mod:`bench_payload_baselines` pipeline unchanged (ground-truth stance flags, SG polyorder 2).
-- OE: default estimator parameters (``mcoe_ros.config``) except that the measurement standard deviations of joint
+- LS / RLS: benchmarks/bench_payload_baselines.py pipeline unchanged (ground-truth stance flags, SG polyorder 2).
+- OE: default estimator parameters (``mcoe_ros.io.params``) except that the measurement standard deviations of joint
   position / velocity, gyro, orientation and accelerometer are set to sqrt(default^2 + sigma^2) (the known added
   noise; a rule fixed before running, no tuning on these results). Its own dynamics-based contact detection; torques
   enter as inputs. Fed sample by sample as in the replay; the reported value is the payload of the last tick.
@@ -22,23 +22,24 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mcoe_ros.io.feed import SensorFeed
+from mcoe_ros.io.params import node_config, resolve
+from mcoe_ros.multibody.inertia import pi_about_com
+from mcoe_ros.multibody.robot import RobotModel
+from mcoe_ros.payload.batch import fit_ols, run_rls
+from mcoe_ros.payload.regression import PayloadRegressor
+from mcoe_ros.testing.datasets import add_noise, load_bag, make_bag, regression_stream, simulated_payload_pi
+from mcoe_ros.testing.reporting import command_line, md_table, versions, write_doc
 
-import bench_payload_baselines as bpb  # noqa: E402
-from paper_common import command_line, md_table, versions, write_doc  # noqa: E402
-
-from mcoe_ros.config import resolve  # noqa: E402
-from mcoe_ros.estimator import Estimator  # noqa: E402
-from mcoe_ros.inertia import pi_about_com  # noqa: E402
-from mcoe_ros.lsq import fit_ols, run_rls  # noqa: E402
-from mcoe_ros.model import RobotModel  # noqa: E402
-from mcoe_ros.payload_regression import PayloadRegressor  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCS = os.path.join(ROOT, "docs")
+SIGMAS = (0.0, 0.005, 0.01, 0.1)
+WINDOWS = (0.1, 0.01)
 
 SCENARIOS = ("trot", "trot-forward", "walk", "squat-sway")
 PAPER = {  # sigma: (LS[100ms], LS[10ms], OE) from the paper's Table II (real Go1)
@@ -57,15 +58,14 @@ def run_oe(series, sigma: float) -> tuple[np.ndarray | None, dict]:
         for key in ("noise.joint_position", "noise.joint_velocity", "noise.gyro", "noise.orientation")
     }
     over["noise.accelerometer"] = float(np.hypot(d["noise.accelerometer"], sigma))
-    est = Estimator(resolve(over))
+    feed = SensorFeed(node_config(over))
     last = None
     for k in range(len(series)):
-        t = float(series.t[k])
-        est.add_imu(t, series.quat[k], series.gyro[k], series.acc[k])
-        est.add_joints(t, series.q[k], series.dq[k], series.tau[k])
-        for e in est.poll():
+        feed.sample(float(series.t[k]), series.q[k], series.dq[k], series.tau[k], *series.imu(k))
+        for e in feed.poll():
             last = e
-    info = {"ticks": est.n_ticks, "held": est.n_held, "iterations": float(np.mean(est.iterations or [0]))}
+    c = feed.estimator.counters
+    info = {"ticks": c.ticks, "held": c.held, "iterations": float(np.mean(c.iterations or [0]))}
     return (None if last is None else last.payload_pi), info
 
 
@@ -84,10 +84,10 @@ def main() -> None:
     args = ap.parse_args()
     seconds = 2.0 if args.quick else 4.0
     scenarios = ("trot", "squat-sway") if args.quick else SCENARIOS
-    sigmas = bpb.SIGMAS
+    sigmas = SIGMAS
     robot = RobotModel()
     regressor = PayloadRegressor(robot)
-    pi_true = bpb.simulated_payload_pi()
+    pi_true = simulated_payload_pi()
     results = {}  # (scenario, sigma) -> dict(method -> (mass %, com mm))
     wall0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -96,13 +96,13 @@ def main() -> None:
         for scenario in scenarios:
             path = os.path.join(root, f"{scenario}_{seconds:g}s")
             if not os.path.exists(path):
-                bpb.make_bag(path, scenario, seconds)
-            clean, _ = bpb.load_bag(path)
+                make_bag(path, scenario, seconds)
+            clean, _ = load_bag(path)
             for sigma in sigmas:
-                series = bpb.add_noise(clean, sigma, np.random.default_rng(0))
+                series = add_noise(clean, sigma, np.random.default_rng(0))
                 row = {}
-                for window, label in zip(bpb.WINDOWS, ("LS[100ms]", "LS[10ms]"), strict=True):
-                    gammas, ys, mask = bpb.regression_stream(robot, regressor, series, window)
+                for window, label in zip(WINDOWS, ("LS[100ms]", "LS[10ms]"), strict=True):
+                    gammas, ys, mask = regression_stream(robot, regressor, series, window)
                     row[label] = fit_ols(gammas, ys, mask).errors(pi_true)
                 est, _ = run_rls(gammas, ys, mask)  # on the 10 ms stream, as in bench_payload_baselines
                 row["RLS-logdet"] = est.errors(pi_true)
@@ -130,7 +130,7 @@ def main() -> None:
         mean_rows.append([f"{sigma:g}", *(f"{v:.2f}" for v in vals), f"{p[0]:.2f} / {p[1]:.2f} / {p[2]:.2f}"])
     total = time.perf_counter() - wall0
     text = (
-        f"<!-- generated by {command_line()} -->\n"
+        f"<!-- generated by {command_line(ROOT)} -->\n"
         f"Bags: {seconds:g} s per scenario, 500 Hz, 7.2 kg payload; noise seed 0; {versions()}; "
         f"total wall time {total:.0f} s.\n\n"
         "Payload mass error % (CoM error mm) per scenario:\n\n"
@@ -139,7 +139,7 @@ def main() -> None:
         + md_table(["sigma", *methods, "paper LS[100ms] / LS[10ms] / OE"], mean_rows)
     )
     print(text)
-    print("wrote", write_doc("table2_quick.md" if args.quick else "table2.md", text))
+    print("wrote", write_doc(DOCS, "table2_quick.md" if args.quick else "table2.md", text))
 
 
 if __name__ == "__main__":

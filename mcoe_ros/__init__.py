@@ -1,4 +1,10 @@
-"""mcoe_ros: multi-contact optimal estimation for legged robots."""
+"""mcoe_ros: multi-contact optimal estimation for legged robots.
+
+Folders are layers with one import direction (see README "Layout"):
+``ocp`` (generic optimal estimation, numpy/scipy) <- ``multibody`` (Pinocchio models) <- ``payload`` (payload
+identification) <- ``estimation`` (the online pipeline) <- ``io`` (adapters without rclpy) <- ``ros`` (the ROS 2
+node), ``apps`` (replay, evaluation, report), ``sim`` (MuJoCo simulator) <- ``testing`` (shared test fixtures).
+"""
 
 import os as _os
 

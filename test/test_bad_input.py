@@ -1,31 +1,28 @@
 """Bad input never crashes the estimator or the node, is counted, and never turns into NaN output."""
 
 import math
-import os
 import threading
 import time
 
 import numpy as np
 import pytest
 
-from mcoe_ros.bag import iter_messages
-from mcoe_ros.config import resolve
-from mcoe_ros.estimator import Estimator
-from mcoe_ros.inputs import low_state_arrays
+from mcoe_ros.io.bag import iter_messages
+from mcoe_ros.io.convert import low_state_arrays
+from mcoe_ros.io.feed import SensorFeed
+from mcoe_ros.io.params import node_config
+from mcoe_ros.multibody.robot import RobotModel
+from mcoe_ros.testing.data import SAMPLE_BAG
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SAMPLE = os.path.join(ROOT, "mcoe_ros", "data", "go1_sample")
 FAST = {"estimator.window": 0.04, "estimator.tick_period": 0.02, "solver.max_iterations": 1}
 
 
 @pytest.fixture(scope="module")
 def samples():
-    """First 0.6 s of the sample bag as (t, q, dq, tau, quat, gyro, acc) in model order."""
-    from mcoe_ros.model import RobotModel
-
+    """First 0.6 s of the sample bag as (t, q, dq, tau, quat, gyro, acc) in model order (arrays to corrupt)."""
     robot = RobotModel()
     out = []
-    for _topic, t_ns, msg in iter_messages(SAMPLE, ["low_state"]):
+    for _topic, t_ns, msg in iter_messages(SAMPLE_BAG, ["low_state"]):
         q, dq, tau, quat, gyro, acc, _ = low_state_arrays(msg, robot.joint_map)
         out.append((t_ns * 1e-9, q, dq, tau, quat, gyro, acc))
         if len(out) >= 300:
@@ -34,6 +31,7 @@ def samples():
 
 
 def _feed(est, s, t=None, **override):
+    """One (possibly corrupted) sample into the estimator core, then its due tick."""
     t0, q, dq, tau, quat, gyro, acc = s
     t = t0 if t is None else t
     v = {"q": q, "dq": dq, "tau": tau, "quat": quat, "gyro": gyro, "acc": acc, **override}
@@ -43,7 +41,8 @@ def _feed(est, s, t=None, **override):
 
 
 def test_each_fault_class_is_counted_and_outputs_stay_finite(samples):
-    est = Estimator(resolve(FAST))
+    feed = SensorFeed(node_config(FAST))
+    est = feed.estimator
     outs = []
     nan_q = samples[0][1].copy()
     nan_q[2] = np.nan
@@ -60,15 +59,16 @@ def test_each_fault_class_is_counted_and_outputs_stay_finite(samples):
     # a gap longer than max_gap: stamps jump by 1 s
     for s in samples[150:300]:
         outs += _feed(est, s, t=s[0] + 1.0)
-    rej = est.stats.rejected
+    stats = feed.sample_stats
     for reason in ("non_finite", "out_of_order", "duplicate_stamp", "wrong_size", "bad_quaternion", "gap"):
-        assert rej[reason] >= 1, (reason, dict(rej))
-    assert est.stats.repaired["unnormalised_quaternion"] >= 1
+        assert stats.rejected[reason] >= 1, (reason, dict(stats.rejected))
+    assert stats.repaired["unnormalised_quaternion"] >= 1
     assert est.window.restarts >= 1
     assert outs and all(e.is_finite() for e in outs)
     assert outs[-1].t > samples[150][0] + 1.0  # estimates resumed after the gap
-    level, _text, values = est.diagnostics()
-    assert level >= 1 and values["samples_rejected"] == est.stats.n_rejected and values["rejected_gap"] >= 1
+    diag = feed.diagnostics()
+    values = diag.key_values()
+    assert diag.level >= 1 and values["samples_rejected"] == stats.n_rejected and values["rejected_gap"] >= 1
 
 
 def test_node_survives_bad_messages_and_publishes_no_nan(samples):
@@ -96,7 +96,7 @@ def test_node_survives_bad_messages_and_publishes_no_nan(samples):
     executor.add_node(peer)
     spin = threading.Thread(target=executor.spin, daemon=True)
     spin.start()
-    names = node.core.robot.joint_names
+    names = node.feed.estimator.robot.joint_names
 
     def send(t, q, dq, tau, quat, gyro, acc, names_=names):
         js = JointState()

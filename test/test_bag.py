@@ -1,4 +1,4 @@
-"""rosbag2 I/O (mcoe_ros.bag) and the committed sample bag, incl. decoding through the real rclpy interface package."""
+"""rosbag2 I/O (mcoe_ros.io.bag) and the committed sample bag, incl. decoding through the real rclpy interface."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import mcoe_ros
-from mcoe_ros.bag import (
+from mcoe_ros.io.bag import (
     BagWriter,
     bag_topics,
     header_msg,
@@ -20,7 +20,7 @@ from mcoe_ros.bag import (
     time_ns_of,
     typestore,
 )
-from mcoe_ros.model import GO1_UNITREE_JOINT_ORDER
+from mcoe_ros.multibody.robot import GO1_UNITREE_JOINT_ORDER
 
 SAMPLE = os.path.join(os.path.dirname(mcoe_ros.__file__), "data", "go1_sample")
 

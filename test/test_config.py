@@ -6,7 +6,7 @@ import os
 import pytest
 import yaml
 
-from mcoe_ros.config import DEFAULTS, NODE_NAME, PARAMETERS, ConfigError, flatten, load_params, resolve
+from mcoe_ros.io.params import DEFAULTS, NODE_NAME, PARAMETERS, ConfigError, flatten, load_params, resolve
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 YAML = os.path.join(ROOT, "config", "go1.yaml")

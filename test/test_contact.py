@@ -4,8 +4,8 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from mcoe_ros.contact import ContactConfig, ContactDetector
-from mcoe_ros.model import RobotModel
+from mcoe_ros.multibody.contact import ContactConfig, ContactDetector
+from mcoe_ros.multibody.robot import RobotModel
 
 
 @pytest.fixture(scope="module")

@@ -9,24 +9,21 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from mcoe_ros.dynamics import PhaseDynamicsModel
-from mcoe_ros.manifold import StateMultibody
-from mcoe_ros.model import RobotModel, RobotSpec
+from mcoe_ros.multibody.dynamics import PhaseDynamicsModel
+from mcoe_ros.multibody.robot import RobotModel, RobotSpec
+from mcoe_ros.multibody.state import StateMultibody
+from mcoe_ros.ocp import numdiff
 
 LOCAL, LWA = pin.ReferenceFrame.LOCAL, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
 FEET = ("FL_foot", "FR_foot", "RL_foot", "RR_foot")
-EPS = 1e-6
-TOL = 1e-5
 PI = np.array([2.0, 0.1, -0.05, 0.2, 0.05, 0.001, 0.06, 0.002, 0.003, 0.07])  # 2 kg payload, c = (5, -2.5, 10) cm
-WORST: dict[str, float] = {}
+WORST = numdiff.WorstErrors(tolerance=1e-5)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def report_worst():
     yield
-    print("\nworst FD relative error (dynamics):")
-    for key, val in sorted(WORST.items()):
-        print(f"  {key:28s} {val:.2e}")
+    print("\n" + WORST.report("dynamics"))
 
 
 @pytest.fixture(scope="module")
@@ -41,16 +38,7 @@ def random_state(robot: RobotModel, rng: np.random.Generator) -> np.ndarray:
     return np.concatenate([q, rng.normal(size=model.nv)])
 
 
-def rel_err(analytic: np.ndarray, fd: np.ndarray) -> float:
-    return float(np.abs(analytic - fd).max() / max(1.0, np.abs(fd).max()))
-
-
-def record(key: str, err: float) -> None:
-    WORST[key] = max(WORST.get(key, 0.0), err)
-    assert err <= TOL, f"{key}: FD relative error {err:.2e}"
-
-
-def fd_dynamics(dyn: PhaseDynamicsModel, x: np.ndarray, u: np.ndarray, pi: np.ndarray):
+def fd_dynamics(dyn: PhaseDynamicsModel, x: np.ndarray, u: np.ndarray, pi: np.ndarray) -> dict:
     """Central FD of (xnext on the manifold, a, lam) w.r.t. x (tangent) and pi."""
     state = StateMultibody(dyn.robot.model)
     data = dyn.create_data()
@@ -59,23 +47,10 @@ def fd_dynamics(dyn: PhaseDynamicsModel, x: np.ndarray, u: np.ndarray, pi: np.nd
         dyn.calc(data, xx, u, pp)
         return data.xnext.copy(), data.a.copy(), data.lam.copy()
 
-    x0 = evaluate(x, pi)[0]
-    out = {k: [] for k in ("Fx", "Fp", "a_x", "a_pi", "lam_x", "lam_pi")}
-    for i in range(state.ndx + 10):
-        if i < state.ndx:
-            e = np.zeros(state.ndx)
-            e[i] = EPS
-            plus, minus = evaluate(state.integrate(x, e), pi), evaluate(state.integrate(x, -e), pi)
-            keys = ("Fx", "a_x", "lam_x")
-        else:
-            e = np.zeros(10)
-            e[i - state.ndx] = EPS
-            plus, minus = evaluate(x, pi + e), evaluate(x, pi - e)
-            keys = ("Fp", "a_pi", "lam_pi")
-        out[keys[0]].append((state.difference(x0, plus[0]) - state.difference(x0, minus[0])) / (2 * EPS))
-        out[keys[1]].append((plus[1] - minus[1]) / (2 * EPS))
-        out[keys[2]].append((plus[2] - minus[2]) / (2 * EPS))
-    return {k: np.array(v).T for k, v in out.items()}
+    outs = [state, None, None]
+    fx, a_x, lam_x = numdiff.jacobian(lambda xx: evaluate(xx, pi), x, state=state, output_states=outs)
+    fp, a_pi, lam_pi = numdiff.jacobian(lambda pp: evaluate(x, pp), pi, output_states=outs)
+    return {"Fx": fx, "Fp": fp, "a_x": a_x, "a_pi": a_pi, "lam_x": lam_x, "lam_pi": lam_pi}
 
 
 def check_fd(
@@ -88,14 +63,14 @@ def check_fd(
     dyn.calc(calc_data, x, u, PI)
     np.testing.assert_allclose(data.xnext, calc_data.xnext, atol=1e-12)
     fd = fd_dynamics(dyn, x, u, PI)
-    record(f"{tag} Fx", rel_err(data.Fx, fd["Fx"]))
-    record(f"{tag} Fp", rel_err(data.Fp, fd["Fp"]))
-    record(f"{tag} da_dx", rel_err(data.da_dx, fd["a_x"]))
-    record(f"{tag} da_dpi", rel_err(data.da_dpi, fd["a_pi"]))
+    WORST.record(f"{tag} Fx", data.Fx, fd["Fx"])
+    WORST.record(f"{tag} Fp", data.Fp, fd["Fp"])
+    WORST.record(f"{tag} da_dx", data.da_dx, fd["a_x"])
+    WORST.record(f"{tag} da_dpi", data.da_dpi, fd["a_pi"])
     if dyn.nc:
         sel = np.eye(dyn.nc) if lam_map is None else lam_map
-        record(f"{tag} dlam_dx", rel_err(sel @ data.dlam_dx, sel @ fd["lam_x"]))
-        record(f"{tag} dlam_dpi", rel_err(sel @ data.dlam_dpi, sel @ fd["lam_pi"]))
+        WORST.record(f"{tag} dlam_dx", sel @ data.dlam_dx, sel @ fd["lam_x"])
+        WORST.record(f"{tag} dlam_dpi", sel @ data.dlam_dpi, sel @ fd["lam_pi"])
 
 
 PHASES = [

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcoe_ros.inertia import (
+from mcoe_ros.multibody.inertia import (
     ExpEigenvalue,
     LogCholesky,
     PlainPi,
@@ -20,6 +20,7 @@ from mcoe_ros.inertia import (
     pseudo_inertia,
     transform_matrix,
 )
+from mcoe_ros.ocp import numdiff
 
 MANIFOLDS = ("exp-eigval", "log-cholesky")
 FD_TOL = 1e-6
@@ -55,13 +56,6 @@ THIN_ROD = _body(0.8, [0.1, -0.02, 0.05], [0.8 * 0.5**2 / 12, 1e-9, 1e-9], [0.3,
 FLAT_PLATE = _body(1.5, [0.0, 0.03, -0.01], [1.5 * 0.3**2 / 12, 1.5 * 0.2**2 / 12, 1e-10], [-0.5, 0.1, 1.0])
 BODIES = [GO1_TRUNK, THIN_ROD, FLAT_PLATE, *_random_bodies(20, seed=1)]
 BODY_IDS = ["go1_trunk", "thin_rod", "flat_plate"] + [f"random{i}" for i in range(20)]
-
-
-def _central_fd(fun, x: np.ndarray, step: float) -> np.ndarray:
-    cols = []
-    for e in np.eye(x.size):
-        cols.append((fun(x + step * e) - fun(x - step * e)) / (2.0 * step))
-    return np.column_stack(cols)
 
 
 def _rel_err(a: np.ndarray, b: np.ndarray) -> float:
@@ -125,7 +119,7 @@ def test_jacobian_matches_central_fd(name, theta):
     param = make_parametrization(name)
     jac = param.jacobian(theta)
     assert jac.shape == (10, 10)
-    fd = _central_fd(param.pi, theta, 1e-6)
+    fd = numdiff.jacobian(param.pi, theta, 1e-6)
     assert _rel_err(jac, fd) <= FD_TOL
 
 
@@ -134,7 +128,7 @@ def test_exp_eigval_jacobian_is_not_the_left_jacobian_variant():
     param = ExpEigenvalue()
     theta = np.array([0.1, 0.2, -0.1, 0.3, 0.9, -0.6, 0.4, -1.0, -2.0, -0.5])
     jac = param.jacobian(theta)
-    fd = _central_fd(param.pi, theta, 1e-6)
+    fd = numdiff.jacobian(param.pi, theta, 1e-6)
     jr = pin.Jexp3(theta[4:7])
     wrong = jac.copy()
     wrong[:, 4:7] = jac[:, 4:7] @ np.linalg.solve(jr, jr.T)
@@ -310,9 +304,9 @@ def test_divergence_gradient_and_hessian_fd(index):
     pi, pi0 = BODIES[index], BODIES[index + 3]
     grad = logdet_divergence_grad(pi, pi0)
     step = 1e-4 * float(np.linalg.eigvalsh(pseudo_inertia(pi))[0])  # stays well inside the cone
-    fd_grad = _central_fd(lambda x: np.array([logdet_divergence(x, pi0)]), pi, step)[0]
+    fd_grad = numdiff.jacobian(lambda x: np.array([logdet_divergence(x, pi0)]), pi, step)[0]
     hess = logdet_divergence_hess(pi)
-    fd_hess = _central_fd(lambda x: logdet_divergence_grad(x, pi0), pi, step)
+    fd_hess = numdiff.jacobian(lambda x: logdet_divergence_grad(x, pi0), pi, step)
     assert _rel_err(grad, fd_grad) <= FD_TOL
     assert _rel_err(hess, fd_hess) <= FD_TOL
 

@@ -6,10 +6,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from mcoe_ros.bag import iter_messages
-from mcoe_ros.inputs import HeaderlessStamper, JointStateMapper, low_state_arrays
-from mcoe_ros.model import RobotModel
-from mcoe_ros.samples import InvalidSample
+from mcoe_ros.estimation.samples import InvalidSample
+from mcoe_ros.io.bag import iter_messages
+from mcoe_ros.io.convert import HeaderlessStamper, JointStateMapper, low_state_arrays
+from mcoe_ros.multibody.robot import RobotModel
 
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "mcoe_ros", "data", "go1_sample")
 

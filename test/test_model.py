@@ -4,8 +4,8 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from mcoe_ros.inertia import pi_from_com, transform_matrix
-from mcoe_ros.model import GO1_UNITREE_JOINT_ORDER, JointMap, RobotModel, RobotSpec
+from mcoe_ros.multibody.inertia import pi_from_com, transform_matrix
+from mcoe_ros.multibody.robot import GO1_UNITREE_JOINT_ORDER, JointMap, RobotModel, RobotSpec
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from rosgraph_msgs.msg import Clock  # noqa: E402
 from sensor_msgs.msg import Imu, JointState  # noqa: E402
 from unitree_legged_msgs.msg import LowState  # noqa: E402
 
-from mcoe_ros.bag import iter_raw  # noqa: E402
+from mcoe_ros.io.bag import iter_raw  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "mcoe_ros", "data", "go1_sample")

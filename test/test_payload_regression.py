@@ -8,18 +8,16 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from mcoe_ros.body_regressor import body_wrench_regressor
-from mcoe_ros.contact import GRAVITY
-from mcoe_ros.inertia import is_physically_consistent, pi_from_com
-from mcoe_ros.lsq import fit_ols, run_rls
-from mcoe_ros.model import RobotModel
-from mcoe_ros.payload_regression import (
+from mcoe_ros.multibody.body_wrench import body_wrench_regressor
+from mcoe_ros.multibody.imu import GRAVITY, imu_mount, states_from_imu
+from mcoe_ros.multibody.inertia import is_physically_consistent, pi_from_com
+from mcoe_ros.multibody.robot import RobotModel
+from mcoe_ros.payload.batch import fit_ols, run_rls
+from mcoe_ros.payload.regression import (
     PayloadRegressor,
     SensorSeries,
-    imu_mount,
     sg_filter,
     sg_window_samples,
-    states_from_imu,
     states_from_sensors,
     steady_contact_mask,
 )

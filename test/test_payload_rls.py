@@ -1,46 +1,29 @@
-"""Online RLS payload estimator on the grid-node stream of the sample bag, and its estimator integration."""
-
-import os
+"""Online RLS payload estimator on the grid-knot stream of the sample bag, and its estimator integration."""
 
 import numpy as np
 import pytest
 
-from mcoe_ros.bag import iter_messages
-from mcoe_ros.config import resolve
-from mcoe_ros.contact import ContactDetector
-from mcoe_ros.inertia import is_physically_consistent, pi_about_com
-from mcoe_ros.inputs import low_state_arrays
-from mcoe_ros.model import RobotModel
-from mcoe_ros.payload_rls import OnlinePayloadRls
-from mcoe_ros.samples import SampleStats, validate_imu, validate_joint
-from mcoe_ros.window import SlidingWindow
-
-SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "mcoe_ros", "data", "go1_sample")
+from mcoe_ros.io.bag import iter_messages
+from mcoe_ros.io.feed import SensorFeed
+from mcoe_ros.io.params import node_config
+from mcoe_ros.multibody.inertia import is_physically_consistent, pi_about_com
+from mcoe_ros.testing.data import SAMPLE_BAG
 
 
 @pytest.fixture(scope="module")
-def stream():
-    robot = RobotModel()
-    msgs = []
-    for _topic, t_ns, msg in iter_messages(SAMPLE, ["low_state"]):
-        msgs.append((t_ns * 1e-9 - 1.7e9, *low_state_arrays(msg, robot.joint_map)[:6]))  # s since the bag epoch
-    return robot, msgs
+def messages():
+    return [(t_ns * 1e-9, msg) for _topic, t_ns, msg in iter_messages(SAMPLE_BAG, ["low_state"])]
 
 
-def test_rls_recovers_the_sample_payload_and_stays_consistent(stream):
-    robot, msgs = stream
-    win = SlidingWindow(ContactDetector(robot), 0.002, 101, 0.1, SampleStats())
-    rls = OnlinePayloadRls(robot, 0.002)
-    created = 0
-    for t, q, dq, tau, quat, gyro, acc in msgs:
-        win.push_joint(validate_joint(t, q, dq, tau, 12))
-        win.push_imu(validate_imu(t, quat, gyro, acc)[0])
-        win.advance()
-        for node in list(win.nodes)[len(win.nodes) - (win.n_created - created) :]:
-            rls.update(node)
-            if rls.updates % 500 == 1:
-                assert is_physically_consistent(rls.pi)
-        created = win.n_created
+def test_rls_recovers_the_sample_payload_and_stays_consistent(messages):
+    """Every grid knot of the sample bag through the estimator's RLS (no optimal-estimation solve)."""
+    feed = SensorFeed(node_config({"estimator.payload_estimator": "rls"}))
+    rls = feed.estimator.rls
+    for t, msg in messages:
+        feed.low_state(msg, t)
+        feed.advance()
+        if rls.updates % 500 == 1:
+            assert is_physically_consistent(rls.pi)
     mass, com, _ = pi_about_com(rls.pi)
     assert rls.ready and rls.updates > 3000 and rls.skipped > 0  # trot: samples around contact changes skipped
     assert abs(mass - 7.2) / 7.2 < 0.03, mass
@@ -51,17 +34,15 @@ def test_rls_recovers_the_sample_payload_and_stays_consistent(stream):
     assert rls.updates == 0 and not rls.ready and pi_about_com(rls.pi)[0] == pytest.approx(1.0)
 
 
-def test_estimator_publishes_rls_payload_in_rls_mode_and_resets_it(stream):
-    from mcoe_ros.estimator import Estimator
-
-    _robot, msgs = stream
-    est = Estimator(resolve({"estimator.payload_estimator": "rls", "solver.max_iterations": 1}))
+def test_estimator_publishes_rls_payload_in_rls_mode_and_resets_it(messages):
+    feed = SensorFeed(node_config({"estimator.payload_estimator": "rls", "solver.max_iterations": 1}))
+    est = feed.estimator
     outs = []
-    for t, q, dq, tau, quat, gyro, acc in msgs[:400]:
-        est.add_imu(t, quat, gyro, acc)
-        est.add_joints(t, q, dq, tau)
-        outs += est.poll()
+    for t, msg in messages[:400]:
+        feed.low_state(msg, t)
+        outs += feed.poll()
     assert outs and outs[-1].source == "rls"
+    assert outs[-1].rls_payload_pi is not None
     assert abs(outs[-1].payload_pi[0] - 7.2) < 0.5 and abs(est.rls_pi[0] - 7.2) < 0.5
     np.testing.assert_allclose(outs[-1].combined_pi, est.robot.combined_pi(outs[-1].payload_pi))
     est.reset_payload()

@@ -7,8 +7,8 @@ import pinocchio as pin
 import pytest
 from scipy.linalg import cho_factor, cho_solve
 
-from mcoe_ros.body_regressor import body_wrench_regressor
-from mcoe_ros.inertia import (
+from mcoe_ros.multibody.body_wrench import body_wrench_regressor
+from mcoe_ros.multibody.inertia import (
     is_physically_consistent,
     logdet_divergence,
     logdet_divergence_grad,
@@ -17,7 +17,7 @@ from mcoe_ros.inertia import (
     pseudo_inertia,
     transform_matrix,
 )
-from mcoe_ros.rls import RlsL2, RlsLogdet
+from mcoe_ros.payload.rls import RlsL2, RlsLogdet
 
 TRUE = pi_from_com(2.0, np.array([0.05, -0.02, 0.1]), np.diag([0.02, 0.03, 0.04]))
 PRIOR = pi_from_com(1.0, np.zeros(3), np.diag([0.01, 0.01, 0.01]))

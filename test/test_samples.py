@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from mcoe_ros.samples import (
+from mcoe_ros.estimation.samples import (
     InvalidSample,
     SampleStats,
     StampedBuffer,

@@ -9,9 +9,9 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from mcoe_ros.bag import bag_topics, iter_messages
-from mcoe_ros.inertia import pi_about_com
-from mcoe_ros.model import GO1_UNITREE_JOINT_ORDER, RobotModel
+from mcoe_ros.io.bag import bag_topics, iter_messages
+from mcoe_ros.multibody.inertia import pi_about_com
+from mcoe_ros.multibody.robot import GO1_UNITREE_JOINT_ORDER, RobotModel
 from mcoe_ros.sim.cli import main as sim_main
 from mcoe_ros.sim.mjcf import Go1Sim, PayloadSpec, SimConfig, principal_axes
 from mcoe_ros.sim.recorder import TOPICS, record

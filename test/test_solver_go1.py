@@ -1,4 +1,4 @@
-"""Solver on Go1 windows generated with the estimator's own model (MultibodyNodeModel, 4 feet in contact, dt 2 ms,
+"""Solver on Go1 windows generated with the estimator's own model (MultibodyIntervalModel, 4 feet in contact, dt 2 ms,
 exact dynamics, noise-free encoders + IMU): payload recovery from a 70 % wrong guess, dense-KKT step check on the
 free-flyer manifold, and the spherical-payload nullspace vs Schur comparison."""
 
@@ -7,16 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-try:
-    from go1_data import go1_window, payload_pi, perturbed
-except ImportError as err:  # pragma: no cover - only while mcoe_ros.multibody_node is missing
-    pytest.skip(f"Go1 node model not available: {err}", allow_module_level=True)
-
-from models_toy import dense_kkt_step
-
-from mcoe_ros.inertia import pi_about_com, pi_from_com
-from mcoe_ros.riccati import FactorizationError, solve_arrival
-from mcoe_ros.solver import MCOESolver, SolverOptions
+from mcoe_ros.multibody.inertia import pi_about_com, pi_from_com
+from mcoe_ros.ocp.riccati import FactorizationError, arrival_system, solve_arrival
+from mcoe_ros.ocp.solver import MCOESolver, SolverOptions
+from mcoe_ros.testing.go1 import go1_window, payload_pi, perturbed
+from mcoe_ros.testing.toy import dense_kkt_step
 
 
 def _errors(res, prob, xs_true, pi_true):
@@ -48,7 +43,7 @@ def test_go1_step_equals_dense_kkt_with_gaps():
     solver.set_guess(xs, ws, theta0)
     prob.calc_diff(solver.xs, solver.ws, solver.theta)
     step, _, _ = solver.compute_direction(0.0)
-    sol = np.concatenate([*(nd.dx for nd in prob.nodes), *(nd.dw for nd in prob.nodes[:-1]), step.dtheta])
+    sol = np.concatenate([solver.dx.reshape(-1), solver.dw.reshape(-1), step.dtheta])
     dxs, dws, dth, _ = dense_kkt_step(prob, xs, ws, theta0)
     ref = np.concatenate([*dxs, *dws, dth])
     assert np.abs(sol - ref).max() <= 1e-8 * np.abs(ref).max()
@@ -72,9 +67,7 @@ def test_go1_spherical_payload_nullspace_converges_where_schur_fails():
     prob.calc_diff(solver.xs, solver.ws, solver.theta)
     with pytest.raises(FactorizationError):
         solver.compute_direction(0.0)
-    from mcoe_ros.riccati import arrival_system
-
-    _, _, grad, hess = arrival_system(prob, solver.xs[0], solver.theta)
+    _, _, grad, hess = arrival_system(prob, solver.xs[0], solver.theta, solver.riccati)
     try:
         step = solve_arrival(hess, grad, prob.ndx, 0.0, "schur")
         assert np.abs(step.dtheta[4:7]).max() > 1e6
@@ -97,7 +90,7 @@ def test_go1_payload_helpers_are_consistent():
 
 @pytest.mark.parametrize("max_iter", [2, 50])
 def test_workspaces_hold_the_returned_estimate_linearisation(max_iter):
-    """After solve (converged or stopped by the iteration cap) the node workspaces are linearised at the
+    """After solve (converged or stopped by the iteration cap) the problem's knots are linearised at the
     returned point, so the estimator's covariance can reuse them (marginal_prior(relinearize=False))."""
     prob, xs_true, pi_true, _ = go1_window(12)
     solver = MCOESolver(prob, SolverOptions(max_iter=max_iter))

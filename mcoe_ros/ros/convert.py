@@ -1,4 +1,5 @@
-"""rclpy message helpers: fill a message object from a field tree of :mod:`mcoe_ros.messages`."""
+"""rclpy message helpers: message classes by type name, and filling a message from a field tree of
+:mod:`mcoe_ros.io.messages`."""
 
 from __future__ import annotations
 
@@ -24,5 +25,10 @@ def fill(msg, tree: dict):
 def _message_class(field_type: str):
     """'sequence<diagnostic_msgs/DiagnosticStatus>' -> the message class."""
     inner = field_type.split("<", 1)[1].rstrip(">").split(",")[0] if "<" in field_type else field_type
-    pkg, name = inner.split("/")
-    return getattr(importlib.import_module(f"{pkg}.msg"), name)
+    return message_class(inner)
+
+
+def message_class(msgtype: str):
+    """rclpy message class of 'pkg/msg/Name' or 'pkg/Name'."""
+    parts = msgtype.split("/")
+    return getattr(importlib.import_module(f"{parts[0]}.msg"), parts[-1])

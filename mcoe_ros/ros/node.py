@@ -2,10 +2,14 @@
 
 Inputs (``input.mode``): Unitree ``low_state`` (``unitree_legged_msgs`` or ``ros2_unitree_legged_msgs``;
 no header, so the node clock's reception time is the stamp -- ROS time, i.e. /clock under use_sim_time --
-made strictly increasing at the nominal rate by :class:`mcoe_ros.inputs.HeaderlessStamper`), or
+made strictly increasing at the nominal rate by :class:`mcoe_ros.io.convert.HeaderlessStamper`), or
 ``joint_states`` + ``imu/data`` (header stamps). Subscriptions are best effort with a deep queue: they
 match the Unitree bridge's reliable publisher and any SensorDataQoS publisher, and buffer a solve's worth
 of samples.
+
+The node is a thin adapter: messages go into :class:`mcoe_ros.io.feed.SensorFeed` (the same path as the replay),
+and each :class:`~mcoe_ros.estimation.estimate.Estimate` becomes the messages of
+:func:`mcoe_ros.io.messages.estimate_messages`.
 
 Outputs (relative names, so they follow the node namespace): ``odom`` (nav_msgs/Odometry), ``pose``
 (PoseWithCovarianceStamped), ``payload/inertia``, ``payload/combined_inertia`` (InertiaStamped),
@@ -22,22 +26,16 @@ import threading
 import time
 
 import rclpy
-from diagnostic_msgs.msg import DiagnosticArray
-from geometry_msgs.msg import InertiaStamped, PoseWithCovarianceStamped, TransformStamped
-from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Imu, JointState
-from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
-from mcoe_ros import messages
-from mcoe_ros.config import NODE_NAME, PARAMETERS, ConfigError, resolve
-from mcoe_ros.estimator import Estimator
-from mcoe_ros.inputs import HeaderlessStamper, JointStateMapper, imu_arrays, low_state_arrays, stamp_seconds
-from mcoe_ros.ros.convert import fill
-from mcoe_ros.samples import InvalidSample
+from mcoe_ros.io import messages
+from mcoe_ros.io.feed import SensorFeed
+from mcoe_ros.io.params import NODE_NAME, PARAMETERS, ConfigError, node_config
+from mcoe_ros.ros.convert import fill, message_class
 
 SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=500, reliability=ReliabilityPolicy.BEST_EFFORT)
 LATCHED_QOS = QoSProfile(
@@ -60,45 +58,38 @@ def import_low_state():
 
 
 class EstimatorNode(Node):
-    """The ``mcoe_estimator`` node (see module docstring)."""
+    """The ``mcoe_estimator`` ROS node (see module docstring)."""
 
     def __init__(self, **kwargs):
         super().__init__(NODE_NAME, **kwargs)
         for p in PARAMETERS:
             extra = f" (one of: {', '.join(p.choices)})" if p.choices else ""
             self.declare_parameter(p.name, p.default, ParameterDescriptor(description=p.description + extra))
-        self.params = resolve({p.name: self.get_parameter(p.name).value for p in PARAMETERS})
-        self.core = Estimator(self.params)
-        self.odom_frame = self.params["output.odom_frame"]
-        self.base_frame = self.params["robot.base_frame"]
+        self.config = node_config({p.name: self.get_parameter(p.name).value for p in PARAMETERS})
+        mode = self.config.input.mode
+        if mode == "low_state" and import_low_state() is None:
+            raise ConfigError("input.mode is low_state but neither unitree_legged_msgs nor ros2_unitree_legged_msgs")
+        self.feed = SensorFeed(self.config)
+        self.odom_frame = self.config.output.odom_frame
+        self.base_frame = self.config.estimator.robot.base_frame
         self._last_error_log = 0.0
 
-        self.pub_odom = self.create_publisher(Odometry, "odom", 10)
-        self.pub_pose = self.create_publisher(PoseWithCovarianceStamped, "pose", 10)
-        self.pub_payload = self.create_publisher(InertiaStamped, "payload/inertia", LATCHED_QOS)
-        self.pub_combined = self.create_publisher(InertiaStamped, "payload/combined_inertia", LATCHED_QOS)
-        self.pub_cov = self.create_publisher(Float64MultiArray, "payload/covariance", LATCHED_QOS)
-        self.pub_rls = None
-        if "rls" in self.params["estimator.payload_estimator"]:
-            self.pub_rls = self.create_publisher(InertiaStamped, "payload/rls/inertia", LATCHED_QOS)
-        self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.publishers_ = {}
+        for name, (msgtype, latched) in messages.OUTPUTS.items():
+            if name == "payload/rls/inertia" and not self.config.estimator.payload.uses_rls:
+                continue
+            self.publishers_[name] = self.create_publisher(message_class(msgtype), name, LATCHED_QOS if latched else 10)
+        self.pub_diag = self.create_publisher(message_class(messages.DIAGNOSTICS_TYPE), messages.DIAGNOSTICS_TOPIC, 10)
         self.create_service(Trigger, "payload/reset", self._on_reset)
-        self.tf = self._make_tf_broadcaster() if self.params["output.publish_tf"] else None
+        self.tf = self._make_tf_broadcaster() if self.config.output.publish_tf else None
 
-        mode = self.params["input.mode"]
+        inputs = self.config.input
         if mode == "low_state":
-            low_state = import_low_state()
-            if low_state is None:
-                raise ConfigError(
-                    "input.mode is low_state but neither unitree_legged_msgs nor ros2_unitree_legged_msgs"
-                )
-            self._stamper = HeaderlessStamper(self.params["input.low_state_period"])
-            self.create_subscription(low_state, self.params["input.low_state_topic"], self._on_low_state, SENSOR_QOS)
+            self.create_subscription(import_low_state(), inputs.low_state_topic, self._on_low_state, SENSOR_QOS)
         else:
-            self.mapper = JointStateMapper(self.core.robot.joint_names)
-            self.create_subscription(JointState, self.params["input.joint_states_topic"], self._on_joints, SENSOR_QOS)
-            self.create_subscription(Imu, self.params["input.imu_topic"], self._on_imu, SENSOR_QOS)
-        self.create_timer(self.params["output.diagnostics_period"], self._publish_diagnostics)
+            self.create_subscription(JointState, inputs.joint_states_topic, self._on_joints, SENSOR_QOS)
+            self.create_subscription(Imu, inputs.imu_topic, self._on_imu, SENSOR_QOS)
+        self.create_timer(self.config.output.diagnostics_period, self._publish_diagnostics)
         # Sensor callbacks only buffer samples and advance the grid (cheap, under the lock); solves run in
         # a worker thread so that callbacks keep draining the subscription queues during a solve.
         self._lock = threading.Lock()
@@ -106,7 +97,9 @@ class EstimatorNode(Node):
         self._running = True
         self._worker = threading.Thread(target=self._solve_loop, name="mcoe_solver", daemon=True)
         self._worker.start()
-        self.get_logger().info(f"mcoe_estimator up: input {mode}, payload estimator {self.core.payload_mode}")
+        self.get_logger().info(
+            f"mcoe_estimator up: input {mode}, payload estimator {self.config.estimator.payload.estimator}"
+        )
 
     # ---- inputs -------------------------------------------------------------------------------------
     def _guard(self, fn, *args) -> None:
@@ -114,13 +107,10 @@ class EstimatorNode(Node):
         try:
             with self._lock:
                 fn(*args)
-                self.core.advance()
+                self.feed.advance()
             self._wake.set()
-        except InvalidSample as err:
-            self.core.count_invalid(err)
-            self._log_error(f"rejected input: {err}")
         except Exception as err:  # keep running on anything unexpected, but say so
-            self.core.count_invalid(InvalidSample("internal_error", repr(err)))
+            self.feed.count_error("internal_error", repr(err))
             self._log_error(f"estimator error: {err!r}")
 
     def _solve_loop(self) -> None:
@@ -129,25 +119,26 @@ class EstimatorNode(Node):
             self._wake.clear()
             try:
                 with self._lock:
-                    tick = self.core.due()
+                    tick = self.feed.due()
                 if tick is None:
                     continue
-                est = self.core.solve(tick)
+                est = self.feed.solve(tick)
                 if est is not None:
                     self._publish(est)
             except Exception as err:  # the worker never dies; the failure is counted and logged
                 if not self._running or not self.context.ok():
                     return
-                self.core.count_invalid(InvalidSample("internal_error", repr(err)))
+                self.feed.count_error("internal_error", repr(err))
                 self._log_error(f"estimator error: {err!r}")
 
     def destroy_node(self):
-        level, text, values = self.core.diagnostics()
+        diag = self.feed.diagnostics()
+        values = diag.key_values()
         keys = ["ticks", "held_ticks", "samples_accepted", "samples_rejected"] + sorted(
             k for k in values if k.startswith("rejected_")
         )
         summary = ", ".join(f"{k}={values[k]}" for k in keys)
-        self.get_logger().info(f"shutting down: {summary}; status: {text}")
+        self.get_logger().info(f"shutting down: {summary}; status: {diag.message}")
         self._running = False
         self._wake.set()
         if self._worker.is_alive():
@@ -164,54 +155,36 @@ class EstimatorNode(Node):
         return self.get_clock().now().nanoseconds * 1e-9
 
     def _on_low_state(self, msg) -> None:
-        self._guard(self._handle_low_state, msg, self._stamper(self._now()))
-
-    def _handle_low_state(self, msg, t: float) -> None:
-        q, dq, tau, quat, gyro, acc, foot = low_state_arrays(msg, self.core.robot.joint_map, self.core.robot.foot_map)
-        self.core.add_imu(t, quat, gyro, acc)
-        self.core.add_joints(t, q, dq, tau, foot_force=foot)
+        self._guard(self.feed.low_state, msg, self._now())
 
     def _on_joints(self, msg) -> None:
-        self._guard(self._handle_joints, msg)
-
-    def _handle_joints(self, msg) -> None:
-        q, dq, tau = self.mapper.arrays(msg.name, msg.position, msg.velocity, msg.effort)
-        self.core.add_joints(stamp_seconds(msg.header.stamp), q, dq, tau)
+        self._guard(self.feed.joint_state, msg)
 
     def _on_imu(self, msg) -> None:
-        self._guard(self._handle_imu, msg)
-
-    def _handle_imu(self, msg) -> None:
-        self.core.add_imu(stamp_seconds(msg.header.stamp), *imu_arrays(msg))
+        self._guard(self.feed.imu, msg)
 
     # ---- outputs ------------------------------------------------------------------------------------
     def _publish(self, est) -> None:
         if not self._running or not self.context.ok():  # shutting down: nothing to publish to
             return
         if not est.is_finite():  # the core never hands out NaN; this is the last line of defence
-            self.core.count_invalid(InvalidSample("non_finite_output", "estimate suppressed"))
+            self.feed.count_error("non_finite_output", "estimate suppressed")
             return
-        self.pub_odom.publish(fill(Odometry(), messages.odometry(est, self.odom_frame, self.base_frame)))
-        self.pub_pose.publish(fill(PoseWithCovarianceStamped(), messages.pose_with_covariance(est, self.odom_frame)))
-        payload_frame = self.params["robot.payload_frame"]
-        self.pub_payload.publish(fill(InertiaStamped(), messages.inertia_stamped(est.t, est.payload_pi, payload_frame)))
-        parent = self.core.robot.payload_parent_frame
-        self.pub_combined.publish(fill(InertiaStamped(), messages.inertia_stamped(est.t, est.combined_pi, parent)))
-        self.pub_cov.publish(fill(Float64MultiArray(), messages.matrix(est.payload_cov)))
-        if self.pub_rls is not None and self.core.rls_pi is not None:
-            tree = messages.inertia_stamped(est.t, self.core.rls_pi, payload_frame)
-            self.pub_rls.publish(fill(InertiaStamped(), tree))
+        for name, tree in messages.estimate_messages(est, self.odom_frame, self.base_frame).items():
+            pub = self.publishers_.get(name)
+            if pub is not None:
+                pub.publish(fill(pub.msg_type(), tree))
         if self.tf is not None:
-            self.tf.sendTransform(fill(TransformStamped(), messages.transform(est, self.odom_frame, self.base_frame)))
+            tree = messages.transform(est, self.odom_frame, self.base_frame)
+            self.tf.sendTransform(fill(message_class(messages.TF_TYPE)(), tree))
 
     def _publish_diagnostics(self) -> None:
-        level, text, values = self.core.diagnostics()
-        tree = messages.diagnostic_array(self.core.last_time, "mcoe_estimator", "go1", level, text, values)
-        self.pub_diag.publish(fill(DiagnosticArray(), tree))
+        tree = messages.diagnostics_message(self.feed.estimator.last_time, self.feed.diagnostics())
+        self.pub_diag.publish(fill(self.pub_diag.msg_type(), tree))
 
     def _on_reset(self, request, response):
         with self._lock:
-            self.core.reset_payload()
+            self.feed.estimator.reset_payload()
         response.success = True
         response.message = "payload estimate reset to the prior"
         self.get_logger().info(response.message)

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from mcoe_ros.bag import FORMATS
+from mcoe_ros.io.bag import FORMATS
 from mcoe_ros.sim.mjcf import PayloadSpec
 from mcoe_ros.sim.recorder import DEFAULT_START_TIME, record
 from mcoe_ros.sim.runner import EpisodeConfig, parse_segments, rate_divider

@@ -1,7 +1,7 @@
 """MuJoCo model of the Go1 (plus a welded payload) built with ``mujoco.MjSpec`` from the Pinocchio URDF model.
 
 MuJoCo's URDF importer rejects the Go1 URDF (near-zero inertia on the ``base`` link), so the model is
-built body by body from :class:`mcoe_ros.model.RobotModel`:
+built body by body from :class:`mcoe_ros.multibody.robot.RobotModel`:
 
 * one MuJoCo body per Pinocchio joint, in Pinocchio order (trunk with a free joint, then FL, FR, RL, RR
   hip/thigh/calf hinges), so ``qpos[7:]``/``qvel[6:]`` are in the model joint order;
@@ -33,8 +33,8 @@ import mujoco
 import numpy as np
 import pinocchio as pin
 
-from mcoe_ros.inertia import pi_from_com
-from mcoe_ros.model import RobotModel, RobotSpec
+from mcoe_ros.multibody.inertia import pi_from_com
+from mcoe_ros.multibody.robot import RobotModel, RobotSpec
 
 FOOT_RADIUS = 0.02
 
@@ -74,7 +74,7 @@ class PayloadSpec:
 
     @property
     def pi(self) -> np.ndarray:
-        """Dynamic parameters (10,) about the trunk origin (:mod:`mcoe_ros.inertia` convention)."""
+        """Dynamic parameters (10,) about the trunk origin (:mod:`mcoe_ros.multibody.inertia` convention)."""
         return pi_from_com(self.mass, self.com, self.inertia)
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mcoe_ros.bag import BagWriter, header_msg, msg_class, point_msg, quaternion_msg, vector3_msg
+from mcoe_ros.io.bag import BagWriter, header_msg, msg_class, point_msg, quaternion_msg, vector3_msg
 from mcoe_ros.sim.mjcf import PayloadSpec
 from mcoe_ros.sim.runner import Episode, EpisodeConfig, EpisodeStats
 from mcoe_ros.sim.sensors import Measurement, Truth

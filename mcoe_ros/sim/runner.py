@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import mujoco
 import numpy as np
 
-from mcoe_ros.model import RobotModel
+from mcoe_ros.multibody.robot import RobotModel
 from mcoe_ros.sim.mjcf import Go1Sim, PayloadSpec, SimConfig
 from mcoe_ros.sim.scenarios import (
     FOOT_RADIUS,

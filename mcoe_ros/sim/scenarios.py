@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
-from mcoe_ros.inertia import pi_from_com
-from mcoe_ros.model import RobotModel
+from mcoe_ros.multibody.inertia import pi_from_com
+from mcoe_ros.multibody.robot import RobotModel
 
 GRAVITY = 9.81
 L_THIGH = 0.213

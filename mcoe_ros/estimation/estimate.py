@@ -1,0 +1,55 @@
+"""What the estimator outputs at each tick: the only thing adapters read from a tick (core data class, no ROS)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Estimate:
+    """One estimator output.
+
+    Frames: position/orientation of the base frame in the odometry frame (REP-105); linear and angular
+    velocity in the base frame (body twist, as nav_msgs/Odometry expects). Covariances are 6x6 over
+    (x, y, z, rot_x, rot_y, rot_z) with rotations as tangent-space (local) perturbations of the base, and
+    over (v_x, v_y, v_z, w_x, w_y, w_z) for the twist. Payload: pi (10,) in the payload frame ``payload_frame``
+    (:mod:`mcoe_ros.multibody.inertia` order) with its 10x10 covariance; ``combined_pi`` is parent body + payload in
+    ``combined_frame`` (what an MPC model of the trunk needs); ``rls_payload_pi`` the RLS estimate when that
+    estimator runs and has enough data (else None).
+    """
+
+    t: float  #: sensor time of the newest knot, s
+    position: np.ndarray  #: (3,) m
+    quat_xyzw: np.ndarray  #: (4,) base orientation
+    linear_velocity: np.ndarray  #: (3,) m/s, base frame
+    angular_velocity: np.ndarray  #: (3,) rad/s, base frame
+    pose_cov: np.ndarray  #: (6, 6)
+    twist_cov: np.ndarray  #: (6, 6)
+    payload_pi: np.ndarray  #: (10,)
+    payload_cov: np.ndarray  #: (10, 10), pi space
+    combined_pi: np.ndarray  #: (10,) parent body + payload, parent joint frame
+    theta: np.ndarray  #: (10,) solver parameters (manifold coordinates)
+    theta_cov: np.ndarray  #: (10, 10)
+    contacts: tuple = ()  #: contact flags, model foot order
+    source: str = "oe"  #: which estimator produced the payload ("oe", "rls", "hold")
+    status: str = "ok"  #: "ok", or why the last good estimate is being held
+    solve: dict = field(default_factory=dict)  #: iterations, cost, solve_time, converged, ...
+    rls_payload_pi: np.ndarray | None = None  #: (10,) RLS payload (modes rls, oe+rls) once it has data
+    payload_frame: str = ""  #: frame of payload_pi
+    combined_frame: str = ""  #: frame of combined_pi (the payload's parent body)
+
+    def is_finite(self) -> bool:
+        arrays = (
+            self.position,
+            self.quat_xyzw,
+            self.linear_velocity,
+            self.angular_velocity,
+            self.pose_cov,
+            self.twist_cov,
+            self.payload_pi,
+            self.payload_cov,
+            self.combined_pi,
+        )
+        return all(bool(np.all(np.isfinite(a))) for a in arrays)

@@ -1,0 +1,369 @@
+"""Receding-horizon estimator: samples -> sliding window -> estimation problem -> solver -> :class:`Estimate`.
+
+The one core code path used by the ROS node and by the bag replay (no ROS import).
+
+Per tick (every ``grid.tick_period`` of *sensor* time once the window is full, so replays are deterministic):
+the window's grid knots become interval models (:mod:`mcoe_ros.estimation.builder`: contact phase from the
+dynamics-based contact detector; a foot that lands starts a reset interval with an impulse), the problem is shifted
+by the number of new knots with the dropped knots marginalised into the arrival prior over (x_0, theta) — so
+information on the payload accumulates over time, not only within the window — the new knots are initialised by a
+nonlinear rollout, and the solver runs a fixed iteration budget (optionally a wall-time budget).
+A solve that fails (non-finite, cost blow-up, non-physical payload) is discarded: the last good estimate is
+held and reported as such, and the next tick restarts the window with the last good payload as prior.
+
+Covariances: the Gauss-Newton marginal of the whole window onto (x_N, theta) (forward information
+recursion of :meth:`MCOESolver.marginal_prior` plus the newest knot's measurements, at the solve's last
+linearisation point) gives the pose/twist covariance of the newest state and the payload covariance. The
+pose block is rotated to odom axes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pinocchio as pin
+
+from mcoe_ros.estimation.builder import ProblemBuilder
+from mcoe_ros.estimation.config import EstimatorConfig
+from mcoe_ros.estimation.diagnostics import OK, WARN, Diagnostics
+from mcoe_ros.estimation.estimate import Estimate
+from mcoe_ros.estimation.samples import InvalidSample, SampleStats, validate_imu, validate_joint
+from mcoe_ros.estimation.window import GridKnot, SlidingWindow
+from mcoe_ros.multibody.contact import ContactDetector
+from mcoe_ros.multibody.inertia import is_physically_consistent, make_parametrization, pi_from_com
+from mcoe_ros.multibody.robot import RobotModel
+from mcoe_ros.ocp.solver import MCOESolver, SolverOptions
+from mcoe_ros.payload.online import OnlinePayloadRls
+
+MAX_PAYLOAD_MASS = 200.0  #: kg; a solve claiming more is treated as diverged
+
+
+@dataclass
+class TickInput:
+    """What one solve needs from the window: its grid knots (oldest first) and bookkeeping."""
+
+    knots: list[GridKnot]  #: N+1 knots
+    n_created: int  #: window.n_created at the snapshot
+    restarted: bool  #: the grid restarted since the previous tick
+
+
+@dataclass
+class Counters:
+    """Cumulative tick counters (read by summaries and diagnostics)."""
+
+    ticks: int = 0
+    held: int = 0
+    iterations: list = None  #: iterations of every successful solve
+    solve_times: list = None  #: wall time of every tick, s
+
+    def __post_init__(self):
+        self.iterations = [] if self.iterations is None else self.iterations
+        self.solve_times = [] if self.solve_times is None else self.solve_times
+
+
+class Estimator:
+    """Sliding-window MCOE estimator of base state and payload inertia (see module docstring).
+
+    Feed samples with :meth:`add_joints` / :meth:`add_imu` (times in seconds on one clock, joint arrays in model
+    order), then call :meth:`poll` to run the ticks that are due (or :meth:`advance`, :meth:`due` and
+    :meth:`solve` from two threads). ``detector`` replaces the dynamics-based contact detector (same interface as
+    :class:`mcoe_ros.multibody.contact.ContactDetector`), e.g. for ablations with ground-truth contacts.
+    """
+
+    def __init__(self, config: EstimatorConfig | None = None, detector: ContactDetector | None = None):
+        self.config = config = config or EstimatorConfig()
+        self.robot = robot = RobotModel(config.robot)
+        grid = config.grid
+        self.dt = grid.dt
+        self.n_intervals = grid.n_intervals
+        self.tick_knots = grid.tick_knots
+        self.payload_mode = config.payload.estimator
+        self.stats = SampleStats()  #: validation counters (the window counts its buffers' own)
+        self.epoch: float | None = None  #: seconds subtracted from input times (float precision)
+        detector = detector or ContactDetector(robot, config.contact)
+        self.window = SlidingWindow(detector, self.dt, self.n_intervals + 1, grid.max_gap)
+        self.param = make_parametrization(config.payload.parametrization)
+        self.builder = ProblemBuilder(robot, config, self.param)
+        pay = config.payload
+        prior_pi = pi_from_com(pay.prior_mass, np.array(pay.prior_com), np.diag(pay.prior_inertia))
+        self.prior_theta = self.param.theta(prior_pi)
+        self.prior_theta_info = np.diag(np.asarray(pay.prior_sigma, dtype=float) ** -2.0)
+        sol = config.solver
+        self.options = SolverOptions(
+            rollout=sol.rollout,
+            arrival=sol.arrival,
+            max_iter=int(sol.max_iterations),
+            max_time=sol.time_budget or None,
+            tol_stop=1e-9,
+            tol_gap=1e-8,
+        )
+        self.cold_iterations = int(sol.max_iterations_cold)
+        self.solver: MCOESolver | None = None
+        self.last_good: Estimate | None = None
+        #: payload belief (theta and its information) that seeds the next problem built from scratch
+        self.theta = self.prior_theta.copy()
+        self.theta_info = self.prior_theta_info.copy()
+        self.last_tick_n = -(10**12)
+        self.last_time = 0.0
+        self.rls = None
+        if pay.uses_rls:
+            self.rls = OnlinePayloadRls(
+                robot, self.dt, window=pay.rls_window, alpha=pay.rls_alpha, mu=pay.rls_forgetting
+            )
+        self.counters = Counters()
+        self.last_status = "waiting for data"
+        self._knots_at_last_solve = 0
+        self._restarted = False
+        self._generation = 0  #: incremented by reset_payload
+
+    # ------------------------------------------------------------------ inputs
+    def _local(self, t: float) -> float:
+        if self.epoch is None:
+            self.epoch = float(np.floor(t))
+        return t - self.epoch
+
+    def add_joints(self, t: float, q, dq, tau, foot_force=None) -> bool:
+        """Joint sample (model order). False if rejected (counted in stats)."""
+        try:
+            sample = validate_joint(self._local(t), q, dq, tau, self.robot.nj)
+        except InvalidSample as err:
+            self.count_invalid(err)
+            return False
+        return self.window.push_joint(sample, foot_force)
+
+    def add_imu(self, t: float, quat_wxyz, gyro, acc) -> bool:
+        """IMU sample: orientation quaternion (w, x, y, z), gyro rad/s, specific force m/s^2 (IMU frame)."""
+        try:
+            sample, repaired = validate_imu(self._local(t), quat_wxyz, gyro, acc)
+        except InvalidSample as err:
+            self.count_invalid(err)
+            return False
+        if repaired:
+            self.stats.repaired["unnormalised_quaternion"] += 1
+        return self.window.push_imu(sample)
+
+    def count_invalid(self, err: InvalidSample) -> None:
+        self.stats.reject(err.reason, err.detail)
+
+    def reset_payload(self) -> None:
+        """Forget the payload estimate: back to the configured prior (the problem is rebuilt).
+
+        Safe to call from another thread while :meth:`solve` runs: that solve's result is discarded.
+        """
+        self._generation += 1
+        self.last_good = None
+        self.theta = self.prior_theta.copy()
+        self.theta_info = self.prior_theta_info.copy()
+        self.solver = None
+        if self.rls is not None:
+            self.rls.reset()
+
+    # ------------------------------------------------------------------ ticks
+    def advance(self) -> None:
+        """Create the grid knots the buffered samples now cover (cheap; call after adding samples).
+
+        The RLS payload estimator (modes rls, oe+rls) consumes every new grid knot here, at input rate.
+        """
+        restarts, created = self.window.restarts, self.window.n_created
+        self.window.advance()
+        if self.window.restarts != restarts:
+            self._restarted = True  # grid restarted (gap): the next solve rebuilds the problem
+        new = min(self.window.n_created - created, len(self.window.knots))
+        if self.rls is not None:
+            for i in range(new, 0, -1):
+                self.rls.update(self.window.knots[-i])
+
+    @property
+    def rls_pi(self) -> np.ndarray | None:
+        """The RLS payload estimate once it has enough data (modes rls, oe+rls), else None."""
+        return self.rls.pi if self.rls is not None and self.rls.ready else None
+
+    def due(self) -> TickInput | None:
+        """The input of the tick that is due now (window full and ``tick_period`` of new data), else None.
+
+        Taking it marks the tick as started; run it with :meth:`solve` (possibly outside the lock that
+        guards the sample methods: the snapshot shares no mutable state with the window).
+        """
+        if not self.window.full:
+            return None
+        newest = self.window.n_created
+        if newest - self.last_tick_n < self.tick_knots:
+            return None
+        self.last_tick_n = newest
+        restarted, self._restarted = self._restarted, False
+        return TickInput(list(self.window.knots), newest, restarted)
+
+    def poll(self) -> list[Estimate]:
+        """Advance the grid and run the tick that is due, if any (the synchronous path of the replay)."""
+        self.advance()
+        tick = self.due()
+        if tick is None:
+            return []
+        est = self.solve(tick)
+        return [] if est is None else [est]
+
+    def _fresh_solver(self, knots: list[GridKnot]) -> MCOESolver:
+        """Solver on a new problem over the window from sensor-based guesses and the current payload belief."""
+        position = np.zeros(3) if self.last_good is None else self.last_good.position.copy()
+        if self.last_good is None:
+            position[2] = self.builder.standing_height(knots[0])
+        problem, xs = self.builder.fresh_problem(knots, position, self.theta, self.theta_info)
+        solver = MCOESolver(problem, replace(self.options))
+        guess = self.theta if self.rls_pi is None else self.param.theta(self.rls_pi)  # RLS warm start (oe+rls)
+        solver.set_guess(xs, None, guess)
+        return solver
+
+    def solve(self, tick: TickInput) -> Estimate | None:
+        """Run one tick: update the problem with the snapshot's knots, solve, and build the estimate."""
+        knots = tick.knots
+        generation = self._generation
+        new_knots = tick.n_created - self._knots_at_last_solve
+        self._knots_at_last_solve = tick.n_created
+        if tick.restarted:
+            self.solver = None
+        t_wall = time.perf_counter()
+        try:
+            cold = self.solver is None or new_knots > self.n_intervals
+            if cold:
+                self.solver = self._fresh_solver(knots)
+            else:
+                running, terminal, inputs, terminal_input = self.builder.shift_arguments(knots, new_knots)
+                self.solver.shift(new_knots, running, terminal, inputs, terminal_input, self.builder.noise_info)
+            solver = self.solver  # this tick's solver (reset_payload may drop self.solver meanwhile)
+            result = solver.solve(max_iter=self.cold_iterations if cold else self.options.max_iter)
+            failure = self._check(result)
+        except (np.linalg.LinAlgError, FloatingPointError) as err:
+            result, failure = None, f"solver error: {err}"
+        elapsed = time.perf_counter() - t_wall
+        self.counters.solve_times.append(elapsed)
+        self.counters.ticks += 1
+        self.last_time = knots[-1].t + (self.epoch or 0.0)
+        if failure:
+            self.counters.held += 1
+            self.last_status = f"holding last good estimate ({failure})"
+            self.solver = None
+            if self.last_good is None:
+                return None
+            held = replace(self.last_good, status=self.last_status, source="hold", rls_payload_pi=self.rls_pi)
+            return self._with_rls_payload(held) if self.rls_pi is not None else held
+        if generation != self._generation:  # the payload was reset during this solve
+            self.solver = None
+            return None
+        self.counters.iterations.append(result.iterations)
+        est = self._estimate(solver, result, knots[-1], elapsed)
+        # the next problem built from scratch starts from this payload belief
+        self.theta = result.theta.copy()
+        self.theta_info = np.linalg.pinv(est.theta_cov, rcond=1e-12, hermitian=True)
+        self.last_good = est
+        self.last_status = "ok"
+        missed_deadline = cold and result.status == "max_time"
+        if self.rls_pi is not None and (self.payload_mode == "rls" or missed_deadline):
+            return self._with_rls_payload(est)  # rls mode, or oe+rls fallback when a cold solve ran out of time
+        return est
+
+    def _with_rls_payload(self, est: Estimate) -> Estimate:
+        """The estimate with the RLS payload (and its covariance) in place of the optimal estimator's."""
+        pi = self.rls_pi
+        return replace(
+            est,
+            payload_pi=pi,
+            payload_cov=self.rls.covariance(),
+            combined_pi=self.robot.combined_pi(pi),
+            source="rls",
+        )
+
+    def _check(self, result) -> str:
+        if not np.isfinite(result.cost) or not np.all(np.isfinite(result.theta)):
+            return "non-finite solution"
+        if not all(np.all(np.isfinite(x)) for x in result.xs):
+            return "non-finite trajectory"
+        if not is_physically_consistent(result.pi) or result.pi[0] > MAX_PAYLOAD_MASS:
+            return "non-physical payload"
+        return ""
+
+    # ------------------------------------------------------------------ outputs
+    def _estimate(self, solver: MCOESolver, result, knot: GridKnot, elapsed: float) -> Estimate:
+        """The Estimate of a successful solve (pure: reads the solver, writes nothing)."""
+        robot = self.robot
+        problem = solver.problem
+        ndx, nv, nq = problem.ndx, robot.nv, robot.nq
+        cov = self._terminal_covariance(solver)
+        x = result.xs[-1]
+        quat = x[3:7] / np.linalg.norm(x[3:7])
+        rot = pin.Quaternion(quat[3], quat[0], quat[1], quat[2]).toRotationMatrix()
+        jac = np.zeros((6, 6))
+        jac[:3, :3] = rot
+        jac[3:, 3:] = rot
+        pose_cov = jac @ cov[:6, :6] @ jac.T
+        twist_cov = cov[nv : nv + 6, nv : nv + 6]
+        theta_cov = cov[ndx:, ndx:]
+        dpi = self.param.jacobian(result.theta)
+        payload_cov = dpi @ theta_cov @ dpi.T
+        return Estimate(
+            t=knot.t + (self.epoch or 0.0),
+            position=x[:3].copy(),
+            quat_xyzw=quat.copy(),
+            linear_velocity=x[nq : nq + 3].copy(),
+            angular_velocity=x[nq + 3 : nq + 6].copy(),
+            pose_cov=pose_cov,
+            twist_cov=twist_cov,
+            payload_pi=result.pi.copy(),
+            payload_cov=payload_cov,
+            combined_pi=robot.combined_pi(result.pi),
+            theta=result.theta.copy(),
+            theta_cov=theta_cov,
+            contacts=tuple(knot.contacts),
+            source="oe",
+            status="ok",
+            solve={
+                "iterations": result.iterations,
+                "cost": result.cost,
+                "converged": result.converged,
+                "solve_time": elapsed,
+                "status": result.status,
+            },
+            rls_payload_pi=self.rls_pi,
+            payload_frame=self.config.robot.payload_frame,
+            combined_frame=robot.payload_parent_frame,
+        )
+
+    @staticmethod
+    def _terminal_covariance(solver: MCOESolver) -> np.ndarray:
+        """Covariance over (dx_N, dtheta) from the GN marginal of the whole window (see module docstring)."""
+        problem = solver.problem
+        n = problem.N
+        prior = solver.marginal_prior(n, relinearize=False)  # the solve's last linearisation (no extra cost)
+        _, _, hess = prior.linearize(problem.state, solver.xs[n], solver.theta)
+        knot = problem.knots[n]
+        jr = np.hstack([knot.data.Rx, knot.Rth])
+        hess = hess + jr.T @ jr
+        return np.linalg.pinv(0.5 * (hess + hess.T), rcond=1e-12, hermitian=True)
+
+    @property
+    def sample_stats(self) -> SampleStats:
+        """Every sample counter of the core (validation and window buffers)."""
+        return SampleStats.merged(self.stats, self.window.stats)
+
+    def diagnostics(self) -> Diagnostics:
+        """The estimator's present state as data (see :class:`mcoe_ros.estimation.diagnostics.Diagnostics`)."""
+        samples = self.sample_stats
+        level = OK if self.last_status == "ok" else WARN
+        if samples.n_rejected:
+            level = max(level, WARN)
+        c = self.counters
+        return Diagnostics(
+            level=level,
+            message=self.last_status,
+            ticks=c.ticks,
+            held_ticks=c.held,
+            solve_times=np.array(c.solve_times[-200:]),
+            iterations_last=c.iterations[-1] if c.iterations else 0,
+            cost_last=self.last_good.solve["cost"] if self.last_good else None,
+            window_fill=(len(self.window.knots), self.window.n_knots),
+            samples=samples,
+            window_restarts=self.window.restarts,
+            rls_mass=float(self.rls_pi[0]) if self.rls_pi is not None else None,
+            contact_phase=tuple(self.window.knots[-1].contacts) if self.window.knots else (),
+        )

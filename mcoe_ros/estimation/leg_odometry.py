@@ -1,0 +1,122 @@
+"""An IMU + leg-kinematics Kalman filter: the localisation baseline (PRONTO-like, the MCOE paper's Fig. 5).
+
+State (9): base position p and velocity v in the world frame, accelerometer bias b_a (IMU frame). The base
+orientation is taken from the IMU's orientation (R_WB = R_WI R_BI^T), as PRONTO does with its attitude filter; with
+orientation given, the filter is linear in this state (a Kalman filter with a time-varying model).
+
+Per grid knot k (dt, the estimator's resampled sensors and *its* detected contact flags):
+- predict with the accelerometer: a = R_WI (f - b_a) + g, p += v dt + ½ a dt², v += a dt, b_a random walk;
+  process noise from the accelerometer standard deviation (lever arm of the IMU: ω × (ω × r) is compensated, the
+  angular-acceleration term is neglected);
+- update with each stance foot's kinematic base velocity: the foot is still, so
+  v = −R_WB (J_f(q_j) dq_j + ω_B × p_f(q_j)) (leg forward kinematics in the base frame), R = foot_velocity_std² I.
+
+Noise levels default to the estimator's configuration (``noise.accelerometer``, ``noise.foot_velocity``) so both
+estimators use the same covariances, as in the paper's comparison.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+
+from mcoe_ros.multibody.robot import RobotModel
+
+
+class LegKinematicsEkf:
+    """State (p, v, b_a) (9,) and covariance P (9, 9); see the module docstring."""
+
+    def __init__(
+        self,
+        robot: RobotModel,
+        p0: np.ndarray,
+        v0: np.ndarray | None = None,
+        accel_std: float = 0.3,
+        foot_velocity_std: float = 0.02,
+        bias_walk_std: float = 1e-3,
+        p0_std: float = 1e-3,
+        v0_std: float = 0.1,
+        bias0_std: float = 0.05,
+    ):
+        self.robot = robot
+        self.data = robot.create_data()
+        self.x = np.zeros(9)
+        self.x[0:3] = p0
+        if v0 is not None:
+            self.x[3:6] = v0
+        self.P = np.diag(np.r_[np.full(3, p0_std**2), np.full(3, v0_std**2), np.full(3, bias0_std**2)])
+        self.accel_var = accel_std**2
+        self.bias_var = bias_walk_std**2
+        self.foot_var = foot_velocity_std**2
+        imu = robot.model.frames[robot.imu_frame_id].placement
+        self.r_bi = imu.rotation  #: IMU axes in the base frame
+        self.r_imu = imu.translation  #: IMU position in the base frame
+        self.gravity = robot.model.gravity.linear.copy()
+        self.q_base = robot.neutral()  # base at the identity: FK gives the feet in the base frame
+
+    def _orientation(self, quat_wxyz) -> tuple[np.ndarray, np.ndarray]:
+        w, x, y, z = quat_wxyz
+        r_wi = pin.Quaternion(w, x, y, z).normalized().toRotationMatrix()
+        return r_wi, r_wi @ self.r_bi.T
+
+    def predict(self, dt: float, quat_wxyz, gyro, acc) -> None:
+        r_wi, r_wb = self._orientation(quat_wxyz)
+        omega_b = self.r_bi @ np.asarray(gyro)
+        # specific force at the IMU -> acceleration of the base origin (centripetal lever-arm term only)
+        a_imu_b = self.r_bi @ (np.asarray(acc) - self.x[6:9])
+        a_b = a_imu_b - np.cross(omega_b, np.cross(omega_b, self.r_imu))
+        a = r_wb @ a_b + self.gravity
+        p, v = self.x[0:3], self.x[3:6]
+        self.x[0:3] = p + v * dt + 0.5 * a * dt * dt
+        self.x[3:6] = v + a * dt
+        f = np.eye(9)
+        f[0:3, 3:6] = dt * np.eye(3)
+        dadb = -r_wb @ self.r_bi
+        f[0:3, 6:9] = 0.5 * dt * dt * dadb
+        f[3:6, 6:9] = dt * dadb
+        g = np.zeros((9, 3))
+        g[0:3] = 0.5 * dt * dt * r_wi
+        g[3:6] = dt * r_wi
+        q = g @ (self.accel_var * np.eye(3)) @ g.T
+        q[6:9, 6:9] += self.bias_var * dt * np.eye(3)
+        self.P = f @ self.P @ f.T + q
+
+    def foot_velocities(self, quat_wxyz, gyro, q_j, dq_j, contacts) -> list[np.ndarray]:
+        """World-frame base velocity implied by each stance foot."""
+        robot, data = self.robot, self.data
+        _, r_wb = self._orientation(quat_wxyz)
+        omega_b = self.r_bi @ np.asarray(gyro)
+        q = self.q_base.copy()
+        q[7:] = q_j
+        v = np.zeros(robot.nv)
+        v[6:] = dq_j
+        pin.forwardKinematics(robot.model, data, q, v)
+        pin.updateFramePlacements(robot.model, data)
+        out = []
+        for fid, c in zip(robot.foot_frame_ids, contacts, strict=True):
+            if not c:
+                continue
+            p_f = data.oMf[fid].translation
+            v_f = pin.getFrameVelocity(robot.model, data, fid, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED).linear
+            out.append(-r_wb @ (v_f + np.cross(omega_b, p_f)))
+        return out
+
+    def update(self, quat_wxyz, gyro, q_j, dq_j, contacts) -> None:
+        for vm in self.foot_velocities(quat_wxyz, gyro, q_j, dq_j, contacts):
+            h = np.zeros((3, 9))
+            h[:, 3:6] = np.eye(3)
+            s = h @ self.P @ h.T + self.foot_var * np.eye(3)
+            k = np.linalg.solve(s, h @ self.P).T
+            self.x = self.x + k @ (vm - self.x[3:6])
+            self.P = (np.eye(9) - k @ h) @ self.P
+            self.P = 0.5 * (self.P + self.P.T)
+
+    def step(self, knot, dt: float) -> None:
+        """Predict over dt with a grid knot's IMU sample, then update with its stance feet
+        (:class:`mcoe_ros.estimation.window.GridKnot`)."""
+        self.predict(dt, knot.imu.quat, knot.imu.gyro, knot.imu.acc)
+        self.update(knot.imu.quat, knot.imu.gyro, knot.joint.q, knot.joint.dq, knot.contacts)
+
+    @property
+    def position(self) -> np.ndarray:
+        return self.x[0:3].copy()

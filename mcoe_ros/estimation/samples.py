@@ -1,0 +1,185 @@
+"""Timestamped sensor samples, their validation, and resampling onto the estimator grid.
+
+Samples are what the adapters (ROS messages, bags, simulator) hand to the core. Joint arrays are in the
+model's joint order (the adapters map hardware order by name). Times are seconds (float) on one clock
+(message stamps, reception time, or bag record time).
+
+Validation policy ("bad input gets a clear error and loses nothing"): a sample with NaN/Inf, wrong array
+sizes, a stamp older than or equal to the last accepted one, or a quaternion far from unit norm is
+rejected with a reason; a quaternion within 10 % of unit norm is normalised (repaired). Every decision is
+counted in :class:`SampleStats` for diagnostics.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter, deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+class InvalidSample(ValueError):
+    """A sample the estimator cannot use; ``reason`` is a short machine-friendly key."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass
+class JointSample:
+    """Joint encoders and torques: q (nj,) rad, dq (nj,) rad/s, tau (nj,) N m, model joint order."""
+
+    t: float
+    q: np.ndarray
+    dq: np.ndarray
+    tau: np.ndarray
+
+
+@dataclass
+class ImuSample:
+    """IMU in its own frame: quat (w, x, y, z) of the IMU frame in the world, gyro rad/s, acc m/s^2 (specific force)."""
+
+    t: float
+    quat: np.ndarray
+    gyro: np.ndarray
+    acc: np.ndarray
+
+
+_SEQUENCE = itertools.count(1)  # orders the last errors of different SampleStats when they are merged
+
+
+@dataclass
+class SampleStats:
+    """Counters of accepted, repaired and rejected samples, by reason; each component owns its own."""
+
+    accepted: Counter = field(default_factory=Counter)
+    repaired: Counter = field(default_factory=Counter)
+    rejected: Counter = field(default_factory=Counter)
+    last_error: str = ""
+    last_error_seq: int = 0
+
+    def reject(self, reason: str, detail: str) -> None:
+        """Count one rejected sample and remember why ("reason: detail")."""
+        self.rejected[reason] += 1
+        self.last_error = f"{reason}: {detail}"
+        self.last_error_seq = next(_SEQUENCE)
+
+    @classmethod
+    def merged(cls, *parts: SampleStats) -> SampleStats:
+        """Sum of several components' counters; the most recent last error."""
+        out = cls()
+        for part in parts:
+            out.accepted.update(part.accepted)
+            out.repaired.update(part.repaired)
+            out.rejected.update(part.rejected)
+            if part.last_error_seq > out.last_error_seq:
+                out.last_error, out.last_error_seq = part.last_error, part.last_error_seq
+        return out
+
+    @property
+    def n_rejected(self) -> int:
+        return int(sum(self.rejected.values()))
+
+    @property
+    def n_repaired(self) -> int:
+        return int(sum(self.repaired.values()))
+
+
+def _vector(name: str, value, size: int) -> np.ndarray:
+    arr = np.asarray(value, dtype=float).reshape(-1)
+    if arr.shape != (size,):
+        raise InvalidSample("wrong_size", f"{name} has {arr.size} entries, expected {size}")
+    if not np.all(np.isfinite(arr)):
+        raise InvalidSample("non_finite", f"{name} contains NaN or Inf")
+    return arr
+
+
+def validate_joint(t: float, q, dq, tau, nj: int) -> JointSample:
+    """Checked :class:`JointSample` (raises :class:`InvalidSample`)."""
+    if not np.isfinite(t):
+        raise InvalidSample("non_finite", "joint stamp is not finite")
+    return JointSample(float(t), _vector("q", q, nj), _vector("dq", dq, nj), _vector("tau", tau, nj))
+
+
+def validate_imu(t: float, quat, gyro, acc) -> tuple[ImuSample, bool]:
+    """Checked :class:`ImuSample` and whether the quaternion was renormalised (raises :class:`InvalidSample`)."""
+    if not np.isfinite(t):
+        raise InvalidSample("non_finite", "imu stamp is not finite")
+    qv = _vector("quaternion", quat, 4)
+    norm = float(np.linalg.norm(qv))
+    if not 0.9 <= norm <= 1.1:
+        raise InvalidSample("bad_quaternion", f"quaternion norm {norm:.3g} is not close to 1")
+    repaired = abs(norm - 1.0) > 1e-6
+    return ImuSample(float(t), qv / norm, _vector("gyro", gyro, 3), _vector("acc", acc, 3)), repaired
+
+
+class StampedBuffer:
+    """Time-ordered ring buffer of samples of one stream with out-of-order/duplicate rejection.
+
+    ``horizon`` seconds of history are kept (older samples are dropped when new ones arrive).
+    """
+
+    def __init__(self, name: str, horizon: float, stats: SampleStats):
+        self.name = name
+        self.horizon = horizon
+        self.stats = stats
+        self.items: deque = deque()
+
+    @property
+    def last_t(self) -> float:
+        return self.items[-1].t if self.items else -np.inf
+
+    def push(self, sample) -> bool:
+        """Append a validated sample; False (and counted) if its stamp is not strictly increasing."""
+        if sample.t <= self.last_t:
+            reason = "duplicate_stamp" if sample.t == self.last_t else "out_of_order"
+            self.stats.reject(reason, f"{self.name} stamp {sample.t:.6f} s <= last {self.last_t:.6f} s")
+            return False
+        self.items.append(sample)
+        self.stats.accepted[self.name] += 1
+        while self.items and self.items[0].t < sample.t - self.horizon:
+            self.items.popleft()
+        return True
+
+    def clear(self) -> None:
+        self.items.clear()
+
+    def bracket(self, t: float):
+        """(a, b, w) with samples a.t <= t <= b.t and interpolation weight w of b; None if t is outside."""
+        items = self.items
+        if not items or t < items[0].t or t > items[-1].t:
+            return None
+        lo, hi = 0, len(items) - 1
+        while hi - lo > 1:  # binary search on a deque (O(log n) index access near the ends)
+            mid = (lo + hi) // 2
+            if items[mid].t <= t:
+                lo = mid
+            else:
+                hi = mid
+        a, b = items[lo], items[hi]
+        if b.t == a.t:
+            return a, b, 0.0
+        return a, b, (t - a.t) / (b.t - a.t)
+
+
+def interp_joint(buf: StampedBuffer, t: float) -> JointSample | None:
+    """Linear interpolation of a joint stream at time t (None outside the buffered span)."""
+    br = buf.bracket(t)
+    if br is None:
+        return None
+    a, b, w = br
+    return JointSample(t, (1 - w) * a.q + w * b.q, (1 - w) * a.dq + w * b.dq, (1 - w) * a.tau + w * b.tau)
+
+
+def interp_imu(buf: StampedBuffer, t: float) -> ImuSample | None:
+    """Interpolation of an IMU stream at time t: normalised lerp of the quaternion (same hemisphere)."""
+    br = buf.bracket(t)
+    if br is None:
+        return None
+    a, b, w = br
+    qb = b.quat if float(a.quat @ b.quat) >= 0.0 else -b.quat
+    quat = (1 - w) * a.quat + w * qb
+    return ImuSample(t, quat / np.linalg.norm(quat), (1 - w) * a.gyro + w * b.gyro, (1 - w) * a.acc + w * b.acc)

@@ -1,0 +1,107 @@
+"""The sliding window: sensor streams resampled onto the estimator grid, with contact phases per knot.
+
+Samples arrive asynchronously (joint and IMU streams, possibly at different rates and with jitter). The
+window keeps a grid t_k = k dt; a grid knot is created once both streams have samples on either side
+of t_k (linear interpolation; normalised lerp for the quaternion). Each new knot runs the dynamics-based
+contact detector once (joint accelerations from the backward difference of the grid's joint velocities, so
+swing-leg inertia is not mistaken for ground force), so contact flags are causal and never recomputed.
+The window holds the last ``n_knots`` grid knots. A sensor gap longer than ``max_gap`` (or a stream that
+stalls) restarts the grid. The window counts what its buffers accept and reject in its own ``stats``.
+Times should be seconds since a recent epoch (the Estimator subtracts one): Unix-epoch floats lose ~0.2 us.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from mcoe_ros.estimation.samples import ImuSample, JointSample, SampleStats, StampedBuffer, interp_imu, interp_joint
+from mcoe_ros.multibody.contact import ContactDetector
+
+
+@dataclass
+class GridKnot:
+    """One knot of the estimator grid: resampled sensors and the detected contact set (model foot order)."""
+
+    t: float
+    joint: JointSample
+    imu: ImuSample
+    contacts: tuple[bool, ...]
+    forces: np.ndarray  #: estimated ground reaction forces (nfeet, 3), world axes, N
+
+
+class SlidingWindow:
+    """Resampling buffers + the grid (see module docstring)."""
+
+    def __init__(self, detector: ContactDetector, dt: float, n_knots: int, max_gap: float):
+        self.detector = detector
+        self.dt = dt
+        self.n_knots = n_knots
+        self.max_gap = max_gap
+        self.stats = SampleStats()  #: accepted samples per stream, rejections (out of order, duplicate, gap)
+        horizon = max(4 * max_gap, 0.5)
+        self.joints = StampedBuffer("joint", horizon, self.stats)
+        self.imu = StampedBuffer("imu", horizon, self.stats)
+        self.knots: deque[GridKnot] = deque(maxlen=n_knots)
+        self.next_k: int | None = None  #: integer index of the next grid time k * dt (no drift)
+        self.restarts = 0
+        self.n_created = 0  #: grid knots created since the start (monotonic)
+        self._foot_force: np.ndarray | None = None
+
+    @property
+    def full(self) -> bool:
+        return len(self.knots) == self.n_knots
+
+    def restart(self) -> None:
+        """Forget the grid (after a gap); buffered samples newer than the gap are kept."""
+        self.knots.clear()
+        self.next_k = None
+        self.detector.reset()
+        self.restarts += 1
+
+    def push_joint(self, sample: JointSample, foot_force=None) -> bool:
+        self._check_gap(self.joints, sample.t)
+        ok = self.joints.push(sample)
+        if ok and foot_force is not None:
+            self._foot_force = np.asarray(foot_force, dtype=float)
+        return ok
+
+    def push_imu(self, sample: ImuSample) -> bool:
+        self._check_gap(self.imu, sample.t)
+        return self.imu.push(sample)
+
+    def _check_gap(self, buf: StampedBuffer, t: float) -> None:
+        if buf.items and t - buf.last_t > self.max_gap:
+            self.stats.reject("gap", f"{buf.name} stream silent for {t - buf.last_t:.3f} s")
+            self.joints.clear()
+            self.imu.clear()
+            self.restart()
+
+    def advance(self) -> int:
+        """Create every grid knot that both streams now cover; returns how many were created."""
+        if not self.joints.items or not self.imu.items:
+            return 0
+        if self.next_k is None:
+            t0 = max(self.joints.items[0].t, self.imu.items[0].t)
+            self.next_k = int(np.ceil(t0 / self.dt - 1e-6))  # grid aligned to multiples of dt
+        created = 0
+        horizon = min(self.joints.last_t, self.imu.last_t)
+        while self.next_k * self.dt <= horizon:
+            t = self.next_k * self.dt
+            joint, imu = interp_joint(self.joints, t), interp_imu(self.imu, t)
+            self.next_k += 1
+            if joint is None or imu is None:  # fell behind the buffers' history: restart cleanly
+                self.restart()
+                return created
+            prev = self.knots[-1] if self.knots and abs(t - self.dt - self.knots[-1].t) < 0.5 * self.dt else None
+            ddq = None if prev is None else (joint.dq - prev.joint.dq) / self.dt  # swing-leg inertia forces
+            forces = self.detector.estimate_forces(
+                imu.quat, imu.gyro, imu.acc, joint.q, joint.dq, joint.tau, ddq
+            ).copy()
+            flags = tuple(bool(f) for f in self.detector.update(t, forces, self._foot_force))
+            self.knots.append(GridKnot(t, joint, imu, flags, forces))
+            self.n_created += 1
+            created += 1
+        return created

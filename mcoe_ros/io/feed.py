@@ -1,0 +1,99 @@
+"""The one path from sensor messages into the estimator, used by the ROS node, the replay, benchmarks and tests.
+
+:class:`SensorFeed` converts messages (rclpy and rosbags objects alike, duck-typed) to arrays in the model's joint
+order (:mod:`mcoe_ros.io.convert`), stamps headerless Unitree LowState messages from their reception (or bag record)
+time with :class:`~mcoe_ros.io.convert.HeaderlessStamper`, routes them to
+:meth:`~mcoe_ros.estimation.estimator.Estimator.add_imu` / ``add_joints`` (LowState foot forces included), and
+counts every message it cannot convert. Ticks run either synchronously (:meth:`poll`, the replay) or split between a
+sample thread (:meth:`advance`) and a solve thread (:meth:`due` + :meth:`solve`, the ROS node).
+"""
+
+from __future__ import annotations
+
+from mcoe_ros.estimation.diagnostics import Diagnostics
+from mcoe_ros.estimation.estimate import Estimate
+from mcoe_ros.estimation.estimator import Estimator, TickInput
+from mcoe_ros.estimation.samples import InvalidSample, SampleStats
+from mcoe_ros.io.convert import HeaderlessStamper, JointStateMapper, imu_arrays, low_state_arrays, stamp_seconds
+from mcoe_ros.io.params import NodeConfig
+
+INPUT_MODES = ("low_state", "joint_states")
+
+
+class SensorFeed:
+    """Messages -> samples -> estimator (see module docstring). ``mode``: 'low_state' or 'joint_states'."""
+
+    def __init__(self, config: NodeConfig | None = None, estimator: Estimator | None = None):
+        self.config = config = config or NodeConfig()
+        if config.input.mode not in INPUT_MODES:
+            raise ValueError(f"input mode must be one of {INPUT_MODES}, got {config.input.mode!r}")
+        self.mode = config.input.mode
+        self.estimator = estimator or Estimator(config.estimator)
+        robot = self.estimator.robot
+        self._joint_map, self._foot_map = robot.joint_map, robot.foot_map
+        self.stamper = HeaderlessStamper(config.input.low_state_period)
+        self.mapper = JointStateMapper(robot.joint_names)
+        self.stats = SampleStats()  #: messages that could not be converted
+
+    # ---------------------------------------------------------------- messages in
+    def low_state(self, msg, t_reception: float) -> None:
+        """A Unitree LowState received (or recorded) at ``t_reception`` s."""
+        try:
+            q, dq, tau, quat, gyro, acc, foot = low_state_arrays(msg, self._joint_map, self._foot_map)
+        except InvalidSample as err:
+            self.stats.reject(err.reason, err.detail)
+            return
+        self.sample(self.stamper(t_reception), q, dq, tau, quat, gyro, acc, foot)
+
+    def sample(self, t: float, q, dq, tau, quat_wxyz, gyro, acc, foot_force=None) -> None:
+        """One synchronous proprioceptive sample at time ``t`` s (already stamped): joint arrays (model order)
+        q rad, dq rad/s, tau N m; IMU orientation (w, x, y, z), gyro rad/s, specific force m/s^2 (IMU frame);
+        optional raw foot forces (model foot order). Arrays from any source (e.g. a simulated series) enter here."""
+        est = self.estimator
+        est.add_imu(t, quat_wxyz, gyro, acc)
+        est.add_joints(t, q, dq, tau, foot_force=foot_force)
+
+    def joint_state(self, msg) -> None:
+        """A sensor_msgs/JointState (header stamp used)."""
+        try:
+            q, dq, tau = self.mapper.arrays(msg.name, msg.position, msg.velocity, msg.effort)
+        except InvalidSample as err:
+            self.stats.reject(err.reason, err.detail)
+            return
+        self.estimator.add_joints(stamp_seconds(msg.header.stamp), q, dq, tau)
+
+    def imu(self, msg) -> None:
+        """A sensor_msgs/Imu (header stamp used)."""
+        self.estimator.add_imu(stamp_seconds(msg.header.stamp), *imu_arrays(msg))
+
+    # ---------------------------------------------------------------- ticks
+    def poll(self) -> list[Estimate]:
+        """Advance the grid and run the tick that is due (synchronous)."""
+        return self.estimator.poll()
+
+    def advance(self) -> None:
+        """Create the grid knots the buffered samples cover (sample thread)."""
+        self.estimator.advance()
+
+    def due(self) -> TickInput | None:
+        return self.estimator.due()
+
+    def solve(self, tick: TickInput) -> Estimate | None:
+        return self.estimator.solve(tick)
+
+    def count_error(self, reason: str, detail: str) -> None:
+        """Count a failure outside the estimator (e.g. an unexpected exception in an adapter)."""
+        self.stats.reject(reason, detail)
+
+    # ---------------------------------------------------------------- state out
+    @property
+    def sample_stats(self) -> SampleStats:
+        """Every sample counter: conversion (this feed), validation and window buffers (the estimator)."""
+        return SampleStats.merged(self.stats, self.estimator.sample_stats)
+
+    def diagnostics(self) -> Diagnostics:
+        diag = self.estimator.diagnostics()
+        diag.samples = self.sample_stats
+        if diag.samples.n_rejected:
+            diag.level = max(diag.level, 1)
+        return diag

@@ -1,0 +1,119 @@
+"""Contact detection from the dynamics: ground reaction forces estimated from joint torques, with hysteresis.
+
+For foot i on leg i, the leg rows of the floating-base dynamics read
+    tau_leg = M_leg,: a + h_leg(q, v) - J_leg^T f_i,
+because a foot force only enters the rows of its own leg. Hence f_i = J_leg^{-T} (M_leg,: a + h_leg - tau_leg),
+with J_leg the 3x3 leg block of the foot's LOCAL_WORLD_ALIGNED translation Jacobian and f_i the force on
+the robot from the ground, in world axes. The base acceleration in a comes from the IMU (specific force +
+gravity); joint accelerations are optional but matter: without them a swinging leg's inertia reads as up to
++-10 N of ground force on the Go1, with them (backward differences, as the sliding window passes) about +-4 N,
+which allows the low thresholds that catch a touch-down early. A foot is in contact when the vertical force
+stays above ``force_on`` for ``min_duration`` and leaves it when it stays below ``force_off`` as long.
+Raw foot-force sensors (uncalibrated on the Go1, sometimes zero) are only an optional extra cue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pinocchio as pin
+
+from mcoe_ros.multibody.imu import GRAVITY
+from mcoe_ros.multibody.robot import RobotModel
+
+
+@dataclass
+class ContactConfig:
+    force_on: float = 8.0  #: N, vertical force to enter contact (Go1 stance foot: 30-100 N)
+    force_off: float = 4.0  #: N, vertical force to leave contact
+    min_duration: float = 0.002  #: s, a new state must persist this long
+    use_foot_force: bool = False  #: also require the raw foot-force cue
+    foot_force_threshold: float = 20.0  #: raw sensor units
+
+
+class ContactDetector:
+    """Per-foot contact flags (model foot order) from joint torques, encoders and the IMU."""
+
+    def __init__(self, robot: RobotModel, config: ContactConfig | None = None):
+        self.robot = robot
+        self.config = config or ContactConfig()
+        self.data = robot.create_data()
+        nf = len(robot.foot_frame_ids)
+        self.flags = np.zeros(nf, dtype=bool)
+        self._pending_since = np.full(nf, np.nan)
+        self.forces = np.zeros((nf, 3))
+        # columns of each foot's leg: the actuated joints that support the foot frame
+        self._leg_cols = []
+        for fid in robot.foot_frame_ids:
+            joint = robot.model.frames[fid].parentJoint
+            cols = []
+            while joint > (1 if robot.spec.floating_base else 0):
+                cols.append(robot.model.joints[joint].idx_v)
+                joint = robot.model.parents[joint]
+            self._leg_cols.append(np.array(sorted(cols)))
+        self._q = robot.neutral()
+        self._v = np.zeros(robot.nv)
+        self._a = np.zeros(robot.nv)
+        self._tau = np.zeros(robot.nv)
+
+    def reset(self) -> None:
+        self.flags[:] = False
+        self._pending_since[:] = np.nan
+
+    def estimate_forces(self, quat_wxyz, gyro, acc, qj, dqj, tau, ddqj=None) -> np.ndarray:
+        """Ground reaction forces (nfeet, 3) on the robot, world axes, N. IMU frame assumed aligned with the base."""
+        model, nb = self.robot.model, self.robot.nu_base
+        q, v, a = self._q, self._v, self._a
+        if nb:
+            w, x, y, z = quat_wxyz
+            q[3:7] = (x, y, z, w)
+            rot = pin.Quaternion(w, x, y, z).toRotationMatrix()
+            v[:6] = 0.0
+            v[3:6] = gyro
+            a[:6] = 0.0
+            a[:3] = rot.T @ (rot @ np.asarray(acc) + GRAVITY)  # base linear acceleration (body axes)
+        q[model.nq - len(qj) :] = qj
+        v[nb:] = dqj
+        a[nb:] = 0.0 if ddqj is None else ddqj
+        return self.forces_from_state(q, v, a, tau)
+
+    def forces_from_state(self, q: np.ndarray, v: np.ndarray, a: np.ndarray, tau: np.ndarray) -> np.ndarray:
+        """Ground reaction forces (nfeet, 3), world axes, N, from a full state q (nq,), v (nv,), a (nv,) and the
+        actuated-joint torques tau (nj,) (Pinocchio conventions; only the leg rows of the dynamics are used).
+
+        Exact for any base linear velocity if a[:3] is the matching spatial acceleration (classical - w x v).
+        """
+        model, data, nb = self.robot.model, self.data, self.robot.nu_base
+        self._tau[nb:] = tau
+        rhs = pin.rnea(model, data, q, v, a) - self._tau  # = J^T f, leg rows
+        pin.computeJointJacobians(model, data, q)
+        pin.updateFramePlacements(model, data)
+        for i, fid in enumerate(self.robot.foot_frame_ids):
+            cols = self._leg_cols[i]
+            jac = pin.getFrameJacobian(model, data, fid, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED)[:3, cols]
+            try:
+                self.forces[i] = np.linalg.solve(jac.T, rhs[cols])
+            except np.linalg.LinAlgError:
+                self.forces[i] = 0.0  # singular leg (fully stretched): no information
+        return self.forces
+
+    def update(self, t: float, forces: np.ndarray, foot_force=None) -> np.ndarray:
+        """Advance the hysteresis with forces (nfeet, 3) at time t; returns the boolean flags (nfeet,)."""
+        cfg = self.config
+        fz = forces[:, 2]
+        want_on = fz > cfg.force_on
+        want_off = fz < cfg.force_off
+        if cfg.use_foot_force and foot_force is not None:
+            want_on &= np.asarray(foot_force) >= cfg.foot_force_threshold
+        for i in range(len(self.flags)):
+            wants_change = want_off[i] if self.flags[i] else want_on[i]
+            if not wants_change:
+                self._pending_since[i] = np.nan
+                continue
+            if np.isnan(self._pending_since[i]):
+                self._pending_since[i] = t
+            if t - self._pending_since[i] >= cfg.min_duration - 1e-9:
+                self.flags[i] = not self.flags[i]
+                self._pending_since[i] = np.nan
+        return self.flags.copy()

@@ -1,0 +1,317 @@
+"""Discrete phase dynamics x' = f_p(x; pi | u) of a legged robot with analytic Jacobians in x and pi.
+
+State x = (q, v) (Pinocchio conventions, tangent dx = (dq, dv), size 2 nv). A *phase* p is the set of
+feet in rigid 3D point contact (any subset of ``robot.foot_names``); an optional *impulse* set holds
+the feet that land at the start of the step (contact-gain reset map Delta, paper eq. 16/19).
+
+One step of length dt (seconds), in this order:
+
+1. reset (only if ``impulse`` is non-empty): v+ = Delta(q, v; pi), impulse dynamics with restitution
+   ``restitution`` (default 0) on the landing feet, ``pin.impulseDynamics``. Without impulse v+ = v.
+   Design: a "reset interval" applies the impulse *and then* the new phase's contact dynamics for dt, so
+   every interval keeps the same step length and the reset needs no extra knot / state copy; the
+   builder uses it for the first interval of a phase whose feet just landed (``impulse`` = landing feet;
+   passing the whole post-impact stance set also keeps the stance feet still through the impact).
+2. acceleration a = FD_p(q, v+, tau; pi): ABA without contact, else proximal ``pin.constraintDynamics``
+   (M a + h = tau + J^T lambda, J a = -gamma - Kd J v+ [- Kp e_p]), lambda (3 per foot, N) = force
+   *on the robot* in the contact frame (LOCAL: foot frame; LOCAL_WORLD_ALIGNED: world axes).
+3. semi-implicit Euler on the Lie group: v' = v+ + dt a, q' = q ⊕ dt v'. Chosen because it is explicit
+   (one dynamics call per interval, exact and cheap Jacobian), clearly more stable than explicit Euler for
+   the same cost (symplectic for the unconstrained rigid-body part), and the scheme used by the
+   contact-dynamics estimation/control literature (Crocoddyl's Euler integrator, the LCABA paper).
+   Because q' uses the *updated* velocity, the post-impact / constrained foot velocities (J v+ = 0,
+   J a = -gamma) carry over to the positions: stance feet do not slide within a step (O(dt^2)).
+
+Contacts: world-anchored points. Baumgarte gains (kp 1/s^2, kd 1/s) default 0 (pure acceleration-level
+constraint J a = -gamma, no drift correction: the estimator's states are free to drift by w anyway and
+gains would add stiffness to f_x). kd acts on the foot velocity. kp acts only when the builder sets
+explicit world anchors ``data.anchors`` (n_contacts, 3); without anchors the contact is anchored at
+the foot's current position, whose position error is identically zero, so kp is (exactly) dropped.
+
+Torques: tau = [0_6, u] for a floating base, tau = u for a fixed base; u (nj,) in model joint order.
+
+Derivatives: f_x via ``pin.computeConstraintDynamicsDerivatives`` / ``computeABADerivatives`` /
+``computeImpulseDynamicsDerivatives`` chained with ``pin.dIntegrate``. f_pi (payload pi, 10 params in
+the payload-frame convention of :mod:`mcoe_ros.multibody.inertia`) from the joint-torque regressor of the
+payload's parent joint times ``robot.payload_to_joint``:
+* free: da/dpi = -M^-1 Y(q, v, a)                                                        (eq. 17)
+* contact: d[a; -lambda]/dpi = -KKT^-1 [Y; 0]; only the first block column of KKT^-1 is needed and
+  it *is* d[a; -lambda]/dtau = (da/dtau, -dlambda/dtau), which Pinocchio returns for the same
+  ProximalSettings by replaying the proximal iterations. So da/dpi = -(da/dtau) Y and
+  dlambda/dpi = -(dlambda/dtau) Y are the exact derivatives of what the forward pass computed (no
+  damping bias, unlike one solve with the damped factorisation ``constraint_chol``, error O(mu)). (eq. 18)
+* impulse: impulseDynamics does a single damped solve, i.e. it solves exactly the damped KKT
+  [[M, J^T], [J, -mu I]] [v+; -Lambda] = [M v; 0] (r = 0). Its first block column is
+  M^-1 - M^-1 J^T (J M^-1 J^T + mu I)^-1 J M^-1 = (I + ddq_dv / (1 + r)) M^-1, with ddq_dv = d(v+ - v)/dv
+  from ``computeImpulseDynamicsDerivatives``, so dv+/dpi = -(I + ddq_dv / (1 + r)) M^-1 Y_imp with
+  Y_imp = Y(q, 0, v+ - v) - Y(q, 0, 0) (eq. 19) -- FD-exact for any mu.
+
+Damping: ``ProximalSettings(accuracy, mu, max_iter)`` with mu = 1e-8 by default (Pinocchio's mu is
+1/mu_paper). The contact solve iterates to the rigid solution (bias ~1e-12); the impulse is biased
+by ~mu in v+ (2.8e-8 m/s). mu > 0 keeps redundant contact sets finite (mu = 0 gives NaN).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pinocchio as pin
+
+from mcoe_ros.multibody.robot import RobotModel
+
+_REF_FRAMES = (pin.ReferenceFrame.LOCAL, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED)
+
+
+class PhaseDynamicsModel:
+    """Discrete dynamics of one phase (contact set) with optional contact-gain reset (see module doc).
+
+    Shared and immutable after construction; all per-evaluation storage is in :class:`PhaseDynamicsData`.
+    """
+
+    def __init__(
+        self,
+        robot: RobotModel,
+        contacts: Sequence[str] = (),
+        dt: float = 2e-3,
+        impulse: Sequence[str] = (),
+        reference_frame: pin.ReferenceFrame = pin.ReferenceFrame.LOCAL,
+        kp: float = 0.0,
+        kd: float = 0.0,
+        mu: float = 1e-8,
+        accuracy: float = 1e-10,
+        max_iter: int = 10,
+        restitution: float = 0.0,
+    ):
+        for name in (*contacts, *impulse):
+            if name not in robot.foot_names:
+                raise ValueError(f"unknown foot '{name}' (robot feet: {robot.foot_names})")
+        if reference_frame not in _REF_FRAMES:
+            raise ValueError("reference_frame must be LOCAL or LOCAL_WORLD_ALIGNED")
+        if mu < 0.0 or dt <= 0.0:
+            raise ValueError("need mu >= 0 and dt > 0")
+        self.robot = robot
+        self.contacts = tuple(contacts)
+        self.impulse = tuple(impulse)
+        self.dt = float(dt)
+        self.reference_frame = reference_frame
+        self.kp, self.kd = float(kp), float(kd)
+        self.mu, self.accuracy, self.max_iter = float(mu), float(accuracy), int(max_iter)
+        self.restitution = float(restitution)
+        model = robot.model
+        self.nq, self.nv, self.nj = model.nq, model.nv, robot.nj
+        self.nx, self.ndx, self.npi = self.nq + self.nv, 2 * self.nv, 10
+        self.nc = 3 * len(self.contacts)  #: contact force size
+        self.ni = 3 * len(self.impulse)  #: impulse size
+        self.payload_joint = robot.payload_joint
+        #: payload on a body fixed to the world (fixed base): pi has no effect on f (f_pi = 0)
+        self.payload_on_universe = robot.payload_joint == 0
+        cols = 10 * max(robot.payload_joint - 1, 0)
+        self.regressor_cols = slice(cols, cols + 10)  #: payload parent-joint columns of the regressor
+        self.payload_to_joint = robot.payload_to_joint.copy()
+        self.nominal_pi = robot.nominal_inertias[robot.payload_joint].toDynamicParameters().copy()
+
+    def _constraint_models(self, model: pin.Model, feet: Sequence[str], kp: float) -> pin.StdVec_RigidConstraintModel:
+        cms = pin.StdVec_RigidConstraintModel()
+        for name in feet:
+            frame = model.frames[self.robot.foot_frame_ids[self.robot.foot_names.index(name)]]
+            cm = pin.RigidConstraintModel(
+                pin.ContactType.CONTACT_3D,
+                model,
+                frame.parentJoint,
+                frame.placement,
+                0,
+                pin.SE3.Identity(),
+                self.reference_frame,
+            )
+            cm.name = name
+            cm.m_baumgarte_parameters.Kp = kp
+            cm.m_baumgarte_parameters.Kd = self.kd
+            cms.append(cm)
+        return cms
+
+    def create_data(self) -> PhaseDynamicsData:
+        return PhaseDynamicsData(self)
+
+    def set_payload(self, data: PhaseDynamicsData, pi: np.ndarray) -> None:
+        """Write parent body + payload pi (10,) into the data's own pin.Model copy (robot.model untouched)."""
+        if self.payload_on_universe:
+            return
+        np.dot(self.payload_to_joint, pi, out=data.pi_joint)
+        data.pi_joint += self.nominal_pi
+        data.model.inertias[self.payload_joint] = pin.Inertia.FromDynamicParameters(data.pi_joint)
+
+    def _set_anchors(self, data: PhaseDynamicsData, q: np.ndarray) -> None:
+        """Explicit anchors -> kp active; none -> anchored at the current foot (kp dropped, exact)."""
+        if self.kp == 0.0:  # cmodels were created with Kp = 0
+            return
+        use = data.anchors is not None
+        kp = self.kp if use else 0.0
+        for i, cm in enumerate(data.cmodels):
+            if cm.m_baumgarte_parameters.Kp != kp:
+                cm.m_baumgarte_parameters.Kp = kp
+            if use:
+                cm.joint2_placement = pin.SE3(np.eye(3), np.asarray(data.anchors[i], dtype=float))
+
+    def _forward(self, data: PhaseDynamicsData, x: np.ndarray, u: np.ndarray, pi: np.ndarray, diff: bool) -> None:
+        model, nq = data.model, self.nq
+        self.set_payload(data, pi)
+        q, v = x[:nq], x[nq:]
+        data.tau[self.nv - self.nj :] = u
+        if self.impulse:
+            data.vdyn[:] = pin.impulseDynamics(
+                model, data.pdata_imp, q, v, data.cmodels_imp, data.cdatas_imp, self.restitution, data.settings_imp
+            )
+            data.impulse_c[:] = data.pdata_imp.impulse_c
+        else:
+            data.vdyn[:] = v
+        if self.contacts:
+            self._set_anchors(data, q)
+            data.a[:] = pin.constraintDynamics(
+                model, data.pdata, q, data.vdyn, data.tau, data.cmodels, data.cdatas, data.settings
+            )
+            data.lam[:] = data.pdata.lambda_c
+        elif diff:
+            pin.computeABADerivatives(model, data.pdata, q, data.vdyn, data.tau)
+            data.a[:] = data.pdata.ddq
+        else:
+            data.a[:] = pin.aba(model, data.pdata, q, data.vdyn, data.tau)
+        np.multiply(self.dt, data.a, out=data.vnext)
+        data.vnext += data.vdyn
+        np.multiply(self.dt, data.vnext, out=data.dq)
+        data.xnext[:nq] = pin.integrate(model, q, data.dq)
+        data.xnext[nq:] = data.vnext
+
+    def calc(self, data: PhaseDynamicsData, x: np.ndarray, u: np.ndarray, pi: np.ndarray) -> None:
+        """Fill data.xnext (nx,), data.a (nv,), data.vdyn (= v+, nv), data.lam (nc,), data.impulse_c (ni,)."""
+        self._forward(data, x, u, pi, diff=False)
+
+    def calc_diff(self, data: PhaseDynamicsData, x: np.ndarray, u: np.ndarray, pi: np.ndarray) -> None:
+        """calc plus Fx (ndx, ndx), Fp (ndx, 10) and the intermediate Jacobians (tangent coordinates).
+
+        Also fills da_dx (nv, ndx), da_dpi (nv, 10), dvdyn_dx (nv, ndx), dvdyn_dpi (nv, 10),
+        dlam_dx (nc, ndx), dlam_dpi (nc, 10) for the measurement models.
+        """
+        self._forward(data, x, u, pi, diff=True)
+        model, nv, dt, cols, A = data.model, self.nv, self.dt, self.regressor_cols, self.payload_to_joint
+        q, v = x[: self.nq], x[self.nq :]
+        # reset map v+ = Delta(q, v; pi)
+        if self.impulse:
+            pdi = data.pdata_imp
+            pin.computeImpulseDynamicsDerivatives(
+                model, pdi, data.cmodels_imp, data.cdatas_imp, self.restitution, data.settings_imp
+            )
+            data.dvdyn_dx[:, :nv] = pdi.ddq_dq
+            data.dvdyn_dx[:, nv:] = pdi.ddq_dv
+            data.proj[:] = pdi.ddq_dv
+            data.proj *= 1.0 / (1.0 + self.restitution)
+            data.proj[np.diag_indices(nv)] += 1.0
+            data.dvdyn_dx[:, nv:][np.diag_indices(nv)] += 1.0
+            if not self.payload_on_universe:
+                minv = pin.computeMinverse(model, data.aux, q)
+                y1 = pin.computeJointTorqueRegressor(model, data.aux, q, data.zero_v, data.dv_imp(v))
+                data.y_imp[:] = y1[:, cols]
+                data.y_imp -= pin.computeJointTorqueRegressor(model, data.aux, q, data.zero_v, data.zero_v)[:, cols]
+                data.dvdyn_dpi[:] = -data.proj @ (minv @ (data.y_imp @ A))
+        # acceleration of the phase at (q, v+)
+        if self.contacts:
+            pin.computeConstraintDynamicsDerivatives(model, data.pdata, data.cmodels, data.cdatas, data.settings)
+            pd = data.pdata
+            a_q, a_v, a_tau = pd.ddq_dq, pd.ddq_dv, pd.ddq_dtau
+        else:
+            pd = data.pdata
+            a_q, a_v, a_tau = pd.ddq_dq, pd.ddq_dv, pd.Minv
+        if self.payload_on_universe:
+            data.da_dpi[:] = 0.0
+            data.dlam_dpi[:] = 0.0
+        else:
+            y = pin.computeJointTorqueRegressor(model, data.aux, q, data.vdyn, data.a)[:, cols] @ A
+            np.matmul(a_tau, y, out=data.da_dpi)
+            data.da_dpi *= -1.0
+            if self.contacts:
+                np.matmul(pd.dlambda_dtau, y, out=data.dlam_dpi)
+                data.dlam_dpi *= -1.0
+        if self.impulse:
+            np.matmul(a_v, data.dvdyn_dx, out=data.da_dx)
+            data.da_dx[:, :nv] += a_q
+            data.da_dpi += a_v @ data.dvdyn_dpi
+            if self.contacts:
+                np.matmul(pd.dlambda_dv, data.dvdyn_dx, out=data.dlam_dx)
+                data.dlam_dx[:, :nv] += pd.dlambda_dq
+                data.dlam_dpi += pd.dlambda_dv @ data.dvdyn_dpi
+        else:
+            data.da_dx[:, :nv] = a_q
+            data.da_dx[:, nv:] = a_v
+            if self.contacts:
+                data.dlam_dx[:, :nv] = pd.dlambda_dq
+                data.dlam_dx[:, nv:] = pd.dlambda_dv
+        # v' = v+ + dt a ;  q' = q ⊕ dt v'
+        fx, fp = data.Fx, data.Fp
+        dvn_dx, dvn_dpi = fx[nv:], fp[nv:]
+        np.multiply(dt, data.da_dx, out=dvn_dx)
+        dvn_dx += data.dvdyn_dx
+        np.multiply(dt, data.da_dpi, out=dvn_dpi)
+        dvn_dpi += data.dvdyn_dpi
+        jq = pin.dIntegrate(model, q, data.dq, pin.ArgumentPosition.ARG0)
+        jv = pin.dIntegrate(model, q, data.dq, pin.ArgumentPosition.ARG1)
+        jv *= dt
+        np.matmul(jv, dvn_dx, out=fx[:nv])
+        fx[:nv, :nv] += jq
+        np.matmul(jv, dvn_dpi, out=fp[:nv])
+
+
+class PhaseDynamicsData:
+    """Workspace of :class:`PhaseDynamicsModel`: own pin.Model copy (payload set from pi), pin.Datas,
+    constraint models/datas (one set per contact mode, initialised once) and all result buffers."""
+
+    def __init__(self, dyn: PhaseDynamicsModel):
+        nq, nv, ndx = dyn.nq, dyn.nv, dyn.ndx
+        #: own copy of the robot model, its payload inertia is overwritten from pi at every call
+        self.model = dyn.robot.model.copy()
+        self.pdata = self.model.createData()  #: phase dynamics (aba / constraintDynamics)
+        self.aux = self.model.createData()  #: regressor and M^-1
+        self.pi_joint = np.zeros(10)
+        #: explicit world anchors (n_contacts, 3) in m, or None = current foot position (kp dropped)
+        self.anchors: np.ndarray | None = None
+        self.cmodels = dyn._constraint_models(self.model, dyn.contacts, 0.0)
+        self.cdatas = pin.StdVec_RigidConstraintData()
+        for cm in self.cmodels:
+            self.cdatas.append(cm.createData())
+        self.settings = pin.ProximalSettings(dyn.accuracy, dyn.mu, dyn.max_iter)
+        if dyn.contacts:
+            pin.initConstraintDynamics(self.model, self.pdata, self.cmodels, self.cdatas)
+        self.pdata_imp = self.model.createData() if dyn.impulse else None
+        self.cmodels_imp = dyn._constraint_models(self.model, dyn.impulse, 0.0)
+        self.cdatas_imp = pin.StdVec_RigidConstraintData()
+        for cm in self.cmodels_imp:
+            cm.m_baumgarte_parameters.Kd = 0.0
+            self.cdatas_imp.append(cm.createData())
+        self.settings_imp = pin.ProximalSettings(dyn.accuracy, dyn.mu, 1)
+        if dyn.impulse:
+            pin.initConstraintDynamics(self.model, self.pdata_imp, self.cmodels_imp, self.cdatas_imp)
+        self.tau = np.zeros(nv)
+        self.zero_v = np.zeros(nv)
+        self._dv = np.zeros(nv)
+        self.vdyn = np.zeros(nv)  #: velocity the phase dynamics starts from (v+ after a reset, else v)
+        self.a = np.zeros(nv)  #: acceleration, m/s^2 / rad/s^2
+        self.lam = np.zeros(dyn.nc)  #: contact forces on the robot, N, contact frame, stacked per foot
+        self.impulse_c = np.zeros(dyn.ni)  #: landing impulses, N s
+        self.vnext = np.zeros(nv)
+        self.dq = np.zeros(nv)
+        self.xnext = np.zeros(nq + nv)
+        self.Fx = np.zeros((ndx, ndx))
+        self.Fp = np.zeros((ndx, 10))
+        self.da_dx = np.zeros((nv, ndx))
+        self.da_dpi = np.zeros((nv, 10))
+        self.dvdyn_dx = np.zeros((nv, ndx))
+        self.dvdyn_dx[:, nv:] = np.eye(nv)
+        self.dvdyn_dpi = np.zeros((nv, 10))
+        self.dlam_dx = np.zeros((dyn.nc, ndx))
+        self.dlam_dpi = np.zeros((dyn.nc, 10))
+        self.proj = np.zeros((nv, nv))
+        self.y_imp = np.zeros((nv, 10))
+
+    def dv_imp(self, v: np.ndarray) -> np.ndarray:
+        """v+ - v (velocity jump of the reset), in a preallocated buffer."""
+        np.subtract(self.vdyn, v, out=self._dv)
+        return self._dv

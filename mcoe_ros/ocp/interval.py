@@ -1,0 +1,66 @@
+"""The contract between interval models and the solver.
+
+The window has knots k = 0..N (times t_k). The *interval model* of knot k owns
+- the transition over interval k, x_{k+1} = f(x_k; pi | u_k) ⊕ w_k (the solver adds the noise w_k),
+- a whitened measurement residual r_k(x_k; pi | u_k, z_k) of knot k, so that its measurement cost is ½‖r_k‖².
+The last knot has a terminal model whose transition is ignored.
+
+pi is the stacked *physical* parameter vector (e.g. 10 inertial parameters per estimated body, see
+:mod:`mcoe_ros.multibody.inertia`); the solver maps its decision variable theta to pi through a parametrization and
+applies dpi/dtheta once per iteration, so interval models only ever see pi.
+
+Models are shared (e.g. one per contact phase) and immutable; everything that changes per knot (inputs u,
+measurements z, results, Jacobians) lives in the knot's :class:`IntervalData`, created once by ``create_data``.
+Jacobians are in tangent coordinates:
+    f(x ⊕ dx; pi + dpi) ≈ f(x; pi) ⊕ (Fx dx + Fp dpi),      r(x ⊕ dx; pi + dpi) ≈ r + Rx dx + Rp dpi.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+
+class IntervalData:
+    """Preallocated workspace of one knot's interval model. Subclasses add their own buffers.
+
+    u (nu,) known input, z (nz,) measurement (both set by the problem builder), xnext (nx,) = f(x; pi | u),
+    r (nr,) whitened residual, Fx (ndx, ndx), Fp (ndx, npi), Rx (nr, ndx), Rp (nr, npi).
+    """
+
+    def __init__(self, model: IntervalModel):
+        ndx, npi, nr = model.state.ndx, model.npi, model.nr
+        self.u = np.zeros(model.nu)
+        self.z = np.zeros(model.nz)
+        self.xnext = np.zeros(model.state.nx)
+        self.r = np.zeros(nr)
+        self.Fx = np.zeros((ndx, ndx))
+        self.Fp = np.zeros((ndx, npi))
+        self.Rx = np.zeros((nr, ndx))
+        self.Rp = np.zeros((nr, npi))
+
+
+class IntervalModel(ABC):
+    """Dynamics of one shooting interval and the measurement model of its first knot (see module docstring).
+
+    Attributes set by subclasses: ``state`` (a state manifold, :mod:`mcoe_ros.ocp.state`), ``npi`` (size of pi),
+    ``nu`` (input size), ``nz`` (measurement vector size), ``nr`` (whitened residual size).
+    """
+
+    state: object
+    npi: int
+    nu: int
+    nz: int
+    nr: int
+
+    def create_data(self) -> IntervalData:
+        return IntervalData(self)
+
+    @abstractmethod
+    def calc(self, data: IntervalData, x: np.ndarray, pi: np.ndarray) -> None:
+        """Fill data.xnext and data.r."""
+
+    @abstractmethod
+    def calc_diff(self, data: IntervalData, x: np.ndarray, pi: np.ndarray) -> None:
+        """Fill data.xnext, data.r and the Jacobians Fx, Fp, Rx, Rp (calls what calc needs)."""

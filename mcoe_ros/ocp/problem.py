@@ -1,0 +1,327 @@
+"""Multiple-shooting optimal-estimation problem (paper eqs. 1 and 16): data, costs and linearisation.
+
+Decision variables: states x_0..x_N on the state manifold, process noise w_0..w_{N-1} (w_k ∈ T_x, size ndx) and
+parameters theta (ntheta = 10 per estimated body) with pi = psi(theta) stacked per body. Cost:
+
+    ½ eᵀ H e + gᵀ e            arrival prior, e = (x_0 ⊖ x̄_0, theta − θ̄)   (:class:`ArrivalPrior`)
+  + Σ_k ½ w_kᵀ W_k w_k         process noise, W_k = Σ_w^{-1}
+  + Σ_{k=0..N} ½ ‖r_k‖²        whitened measurement residuals of the interval models (terminal knot N included)
+
+subject to the dynamics x_{k+1} = f_k(x_k; pi | u_k) ⊕ w_k, written as a zero *gap*
+    c_k = (f_k(x_k) ⊕ w_k) ⊖ x_{k+1} = difference(x_{k+1}, integrate(f_k, w_k)).
+
+Linearisation in tangent coordinates (x_k ⊕ δx_k, w_k + δw_k, theta + δθ, x_{k+1} ⊕ δx_{k+1}):
+    c_k + D_{k+1} δx_{k+1} + G_k (Fx δx_k + Fθ δθ) + Jd1 Jint1 δw_k = 0,
+with (Jint0, Jint1) = jintegrate(f_k, w_k), (D_{k+1}, Jd1) = jdifference(x_{k+1}, y_k), G_k = Jd1 Jint0 and
+Fθ = Fp dpi/dtheta. Solving for δx_{k+1} with E = (−D_{k+1})^{-1} (= 1 when the gap is zero or the state is
+Euclidean) gives the form used by the Riccati recursion:
+    δx_{k+1} = f̄_k + A_k δx_k + B_k δw_k + C_k δθ,   f̄ = E c,  A = E G Fx,  B = E Jd1 Jint1,  C = E G Fθ.
+
+The problem owns one :class:`Knot` per knot (interval data for the linearisation, a second data for line-search
+trials, and the linearised blocks above), created once; models are shared between knots of the same phase. The
+solver's own state (value function, policy, search direction) lives in the solver (:mod:`mcoe_ros.ocp.solver`), so
+a problem can be solved by any solver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mcoe_ros.ocp.interval import IntervalModel
+
+
+def _as_information(info: np.ndarray | float, n: int) -> np.ndarray:
+    """(n, n) information matrix from a scalar, a diagonal (n,) or a full (n, n) matrix."""
+    arr = np.asarray(info, dtype=float)
+    if arr.ndim == 0:
+        return float(arr) * np.eye(n)
+    if arr.ndim == 1:
+        return np.diag(arr)
+    return 0.5 * (arr + arr.T)
+
+
+class StackedParametrization:
+    """pi = [psi_1(theta_1), ..., psi_b(theta_b)] for b bodies, each a 10 -> 10 map.
+
+    ``parts`` are objects with ``pi(theta)``, ``jacobian(theta)`` and ``theta(pi)`` (e.g. the inertial manifolds of
+    :mod:`mcoe_ros.multibody.inertia`).
+    """
+
+    def __init__(self, parts: Sequence[object]):
+        self.parts = list(parts)
+        self.ntheta = self.npi = 10 * len(self.parts)
+
+    def pi(self, theta: np.ndarray) -> np.ndarray:
+        """pi (npi,) from theta (ntheta,)."""
+        return np.concatenate([p.pi(theta[10 * i : 10 * i + 10]) for i, p in enumerate(self.parts)])
+
+    def jacobian(self, theta: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """dpi/dtheta (npi, ntheta), block diagonal."""
+        out = np.zeros((self.npi, self.ntheta)) if out is None else out
+        out[:] = 0.0
+        for i, p in enumerate(self.parts):
+            out[10 * i : 10 * i + 10, 10 * i : 10 * i + 10] = p.jacobian(theta[10 * i : 10 * i + 10])
+        return out
+
+    def theta(self, pi: np.ndarray) -> np.ndarray:
+        """theta (ntheta,) with pi(theta) = pi."""
+        return np.concatenate([p.theta(pi[10 * i : 10 * i + 10]) for i, p in enumerate(self.parts)])
+
+
+@dataclass
+class ArrivalPrior:
+    """Quadratic prior on the arrival knot and the parameters: cost(e) = gᵀ e + ½ eᵀ H e.
+
+    e = (x_0 ⊖ x̄_0, theta − θ̄) (ndx + ntheta,). The classical independent priors of eq. (1) are
+    H = blockdiag(Σx0^{-1}, Σθ^{-1}), g = 0 (:meth:`independent`); a zero θθ block switches the parameter prior
+    off. After marginalising dropped knots (:meth:`mcoe_ros.ocp.solver.MCOESolver.shift`) H has x–θ cross terms and
+    g ≠ 0 carries the first-order information of the dropped part.
+    """
+
+    x_bar: np.ndarray  #: (nx,)
+    theta_bar: np.ndarray  #: (ntheta,)
+    hessian: np.ndarray  #: (ndx + ntheta, ndx + ntheta)
+    gradient: np.ndarray = field(default=None)  #: (ndx + ntheta,), zeros if None
+
+    def __post_init__(self):
+        n = self.hessian.shape[0]
+        if self.gradient is None:
+            self.gradient = np.zeros(n)
+        self.hessian = 0.5 * (self.hessian + self.hessian.T)
+
+    @classmethod
+    def independent(
+        cls,
+        x_bar: np.ndarray,
+        info_x: np.ndarray | float,
+        ndx: int,
+        theta_bar: np.ndarray,
+        info_theta: np.ndarray | float | None = None,
+    ) -> ArrivalPrior:
+        """Block-diagonal prior from information matrices Σx0^{-1} and Σθ^{-1} (None: no parameter prior)."""
+        nth = len(theta_bar)
+        hess = np.zeros((ndx + nth, ndx + nth))
+        hess[:ndx, :ndx] = _as_information(info_x, ndx)
+        if info_theta is not None:
+            hess[ndx:, ndx:] = _as_information(info_theta, nth)
+        return cls(np.array(x_bar, dtype=float), np.array(theta_bar, dtype=float), hess)
+
+    def error(self, state, x0: np.ndarray, theta: np.ndarray) -> np.ndarray:
+        """e (ndx + ntheta,) at (x0, theta)."""
+        return np.concatenate([state.difference(self.x_bar, x0), theta - self.theta_bar])
+
+    def cost(self, state, x0: np.ndarray, theta: np.ndarray) -> float:
+        e = self.error(state, x0, theta)
+        return float(self.gradient @ e + 0.5 * e @ self.hessian @ e)
+
+    def linearize(self, state, x0: np.ndarray, theta: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        """(cost, gradient (ndx+ntheta,), Gauss–Newton Hessian) in the tangent coordinates (δx_0, δθ) at (x0, theta).
+
+        With T = blockdiag(d(x_0 ⊖ x̄_0)/dx_0, 1): gradient = Tᵀ(g + H e), Hessian = Tᵀ H T (the second derivative
+        of the manifold difference is dropped).
+        """
+        ndx = state.ndx
+        e = self.error(state, x0, theta)
+        jx = state.jdifference(self.x_bar, x0)[1]
+        grad = self.gradient + self.hessian @ e
+        hess = self.hessian.copy()
+        hess[:ndx, :] = jx.T @ hess[:ndx, :]
+        hess[:, :ndx] = hess[:, :ndx] @ jx
+        grad[:ndx] = jx.T @ grad[:ndx]
+        return float(self.gradient @ e + 0.5 * e @ self.hessian @ e), grad, hess
+
+
+class Knot:
+    """Everything knot k of the problem needs across iterations, allocated once.
+
+    model: the knot's interval model; data / trial: its IntervalData for the linearisation point and for line-search
+    trials (they share the u and z arrays). W, W_sqrt (ndx, ndx): process-noise information of interval k and an
+    upper factor (W = W_sqrtᵀ W_sqrt). Linearisation: Fth (ndx, ntheta), Rth (nr, ntheta), A, B (ndx, ndx),
+    C (ndx, ntheta), gap c (ndx,), fbar = E c (ndx,), y = f ⊕ w (nx,).
+    """
+
+    def __init__(self, model: IntervalModel, ndx: int, ntheta: int, noise_info: np.ndarray, terminal: bool):
+        self.model = model
+        self.terminal = terminal
+        self.data = model.create_data()
+        self.trial = model.create_data()
+        self.trial.u = self.data.u
+        self.trial.z = self.data.z
+        self.W = _as_information(noise_info, ndx)
+        self.W_sqrt = self._sqrt(self.W)
+        nr = model.nr
+        self.Fth = np.zeros((ndx, ntheta))
+        self.Rth = np.zeros((nr, ntheta))
+        self.A = np.zeros((ndx, ndx))
+        self.B = np.zeros((ndx, ndx))
+        self.C = np.zeros((ndx, ntheta))
+        self.gap = np.zeros(ndx)
+        self.fbar = np.zeros(ndx)
+        self.y = np.zeros(model.state.nx)
+
+    @staticmethod
+    def _sqrt(info: np.ndarray) -> np.ndarray:
+        """Upper factor S with info = Sᵀ S (eigen-based if info is only semidefinite)."""
+        try:
+            return np.linalg.cholesky(info).T
+        except np.linalg.LinAlgError:
+            evals, evecs = np.linalg.eigh(info)
+            return (evecs * np.sqrt(np.clip(evals, 0.0, None))).T
+
+
+class EstimationProblem:
+    """Horizon of N intervals (one model per interval; phases and reset maps are just other models) and a terminal
+    knot (measurement only; its xnext is ignored), with an arrival prior and a parametrization.
+
+    Args:
+        running: N interval models (knots k = 0..N-1).
+        terminal: model of knot N.
+        prior: :class:`ArrivalPrior`.
+        parametrization: :class:`StackedParametrization`, or a list of per-body parametrizations.
+        noise_info: process-noise information W = Σw^{-1}: scalar, (ndx,), (ndx, ndx) or a list of N of those.
+    """
+
+    def __init__(
+        self,
+        running: Sequence[IntervalModel],
+        terminal: IntervalModel,
+        prior: ArrivalPrior,
+        parametrization: StackedParametrization | Sequence[object],
+        noise_info: np.ndarray | float | Sequence,
+    ):
+        self.state = terminal.state
+        self.ndx = self.state.ndx
+        if not isinstance(parametrization, StackedParametrization):
+            parametrization = StackedParametrization(parametrization)
+        self.param = parametrization
+        self.ntheta = parametrization.ntheta
+        self.npi = parametrization.npi
+        if terminal.npi != self.npi:
+            raise ValueError(f"interval models have npi={terminal.npi}, parametrization gives {self.npi}")
+        self.prior = prior
+        infos = self._noise_list(noise_info, len(running))
+        self.knots: list[Knot] = [Knot(m, self.ndx, self.ntheta, w, False) for m, w in zip(running, infos, strict=True)]
+        self.knots.append(Knot(terminal, self.ndx, self.ntheta, np.eye(self.ndx), True))
+        self.pi = np.zeros(self.npi)
+        self.dpi = np.zeros((self.npi, self.ntheta))  #: dpi/dtheta at the last linearisation
+        self._eye = np.eye(self.ndx)
+        self._nv_block = int(getattr(self.state, "q_block", 0))  # block-diagonal manifold Jacobians (ocp.state)
+
+    def _noise_list(self, noise_info, n: int) -> list:
+        if isinstance(noise_info, (list, tuple)):
+            if len(noise_info) != n:
+                raise ValueError("noise_info list must have one entry per interval")
+            return list(noise_info)
+        return [noise_info] * n
+
+    @property
+    def N(self) -> int:  # noqa: N802 - the paper's horizon length
+        return len(self.knots) - 1
+
+    def set_knot(self, k: int, u: np.ndarray | None = None, z: np.ndarray | None = None) -> None:
+        """Write the known input u and the measurement z of knot k (in place, seen by both datas)."""
+        if u is not None:
+            self.knots[k].data.u[:] = u
+        if z is not None:
+            self.knots[k].data.z[:] = z
+
+    # ------------------------------------------------------------------ evaluation
+    def noise_cost(self, k: int, w: np.ndarray) -> float:
+        return 0.5 * float(w @ self.knots[k].W @ w)
+
+    def calc_diff(self, xs: Sequence[np.ndarray], ws: Sequence[np.ndarray], theta: np.ndarray) -> float:
+        """Linearise at (xs (N+1, nx), ws (N, ndx), theta (ntheta,)): model Jacobians, Fθ, Rθ, gaps, A, B, C.
+
+        dpi/dtheta is computed once. Returns the total cost (prior + noise + measurements).
+        """
+        self.pi[:] = self.param.pi(theta)
+        self.param.jacobian(theta, out=self.dpi)
+        cost = self.prior.cost(self.state, xs[0], theta)
+        n = self.N
+        for k in range(n + 1):
+            cost += self.linearize_knot(k, xs[k], xs[k + 1] if k < n else None, ws[k] if k < n else None)
+        return cost
+
+    def linearize_knot(self, k: int, x: np.ndarray, x_next: np.ndarray | None, w: np.ndarray | None) -> float:
+        """calc_diff of knot k at (x, self.pi) and its Rθ, Fθ, gap, f̄, A, B, C; returns its measurement + noise cost.
+
+        Uses ``self.pi`` and ``self.dpi`` (set by :meth:`calc_diff` or :meth:`set_theta`).
+        """
+        state = self.state
+        nd = self.knots[k]
+        d = nd.data
+        nd.model.calc_diff(d, x, self.pi)
+        np.matmul(d.Rp, self.dpi, out=nd.Rth)
+        cost = 0.5 * float(d.r @ d.r)
+        if nd.terminal:
+            return cost
+        np.matmul(d.Fp, self.dpi, out=nd.Fth)
+        cost += 0.5 * float(w @ nd.W @ w)
+        nd.y[:] = state.integrate(d.xnext, w)
+        nd.gap[:] = state.difference(x_next, nd.y)
+        jint0, jint1 = state.jintegrate(d.xnext, w)
+        jd0, jd1 = state.jdifference(x_next, nd.y)
+        nv = self._nv_block
+        if nv:
+            # all manifold Jacobians are blockdiag(J_q, ±1_v) -> work on the (nv, nv) q-blocks
+            emat = -np.linalg.inv(jd0[:nv, :nv])
+            g = emat @ jd1[:nv, :nv]
+            nd.B[:] = self._eye
+            np.matmul(g, jint1[:nv, :nv], out=nd.B[:nv, :nv])
+            g = g @ jint0[:nv, :nv]
+            nd.A[:] = d.Fx
+            np.matmul(g, d.Fx[:nv], out=nd.A[:nv])
+            nd.C[:] = nd.Fth
+            np.matmul(g, nd.Fth[:nv], out=nd.C[:nv])
+            nd.fbar[:] = nd.gap
+            np.matmul(emat, nd.gap[:nv], out=nd.fbar[:nv])
+            return cost
+        emat = -np.linalg.inv(jd0)
+        g = emat @ jd1
+        np.matmul(g, jint1, out=nd.B)
+        g = g @ jint0
+        np.matmul(g, d.Fx, out=nd.A)
+        np.matmul(g, nd.Fth, out=nd.C)
+        np.matmul(emat, nd.gap, out=nd.fbar)
+        return cost
+
+    def set_theta(self, theta: np.ndarray) -> None:
+        """Set ``self.pi`` = psi(theta) and ``self.dpi`` = dpi/dtheta."""
+        self.pi[:] = self.param.pi(theta)
+        self.param.jacobian(theta, out=self.dpi)
+
+    # ------------------------------------------------------------------ receding horizon
+    def shift(
+        self,
+        k: int,
+        running: Sequence[IntervalModel],
+        terminal: IntervalModel,
+        noise_info: np.ndarray | float | Sequence | None = None,
+    ) -> None:
+        """Drop the first k knots and the terminal knot, append ``running`` (k models, times N..N+k-1) and a new
+        ``terminal``. Knots of dropped knots are recycled when their model matches (u, z of the recycled knots
+        keep stale values: set them with :meth:`set_knot`). ``noise_info`` defaults to the W of the last kept
+        interval.
+        """
+        if len(running) != k or not 0 < k <= self.N:
+            raise ValueError("shift needs 0 < k <= N and k new running models")
+        old = self.knots
+        pool = old[:k] + [old[-1]]
+        default_w = old[-2].W
+        infos = self._noise_list(default_w if noise_info is None else noise_info, k)
+
+        def take(model: IntervalModel, info, terminal_: bool) -> Knot:
+            for i, cand in enumerate(pool):
+                if cand.model is model:
+                    knot = pool.pop(i)
+                    knot.terminal = terminal_
+                    knot.W[:] = _as_information(info, self.ndx)
+                    knot.W_sqrt[:] = Knot._sqrt(knot.W)
+                    return knot
+            return Knot(model, self.ndx, self.ntheta, info, terminal_)
+
+        new = [take(m, w, False) for m, w in zip(running, infos, strict=True)]
+        self.knots = old[k:-1] + new + [take(terminal, np.eye(self.ndx), True)]
