@@ -16,6 +16,7 @@ import pinocchio as pin
 
 from mcoe_ros.estimation.config import EstimatorConfig
 from mcoe_ros.estimation.window import GridKnot
+from mcoe_ros.multibody.imu import base_motion, imu_mount
 from mcoe_ros.multibody.interval import IntervalModelCache, MultibodyIntervalModel
 from mcoe_ros.multibody.measurements import (
     ImuAngularVelocity,
@@ -49,6 +50,7 @@ class ProblemBuilder:
         self.noise_info = np.r_[np.full(nv, noise.process_position**-2.0), np.full(nv, noise.process_velocity**-2.0)]
         self.arrival_info = np.r_[np.full(nv, noise.arrival_position**-2.0), np.full(nv, noise.arrival_velocity**-2.0)]
         self._kin_data = robot.create_data()  # solve-thread scratch
+        self._mount = imu_mount(robot)
 
     # ---------------------------------------------------------------- models and inputs
     def interval_model(self, contacts: Sequence[bool], prev_contacts: Sequence[bool] | None) -> MultibodyIntervalModel:
@@ -88,16 +90,13 @@ class ProblemBuilder:
     def initial_state(self, knot: GridKnot, position: np.ndarray) -> np.ndarray:
         """x from one knot's sensors: IMU orientation, encoders, base at ``position``, zero base velocity."""
         robot = self.robot
+        base = base_motion(self._mount, knot.imu.quat, knot.imu.gyro)
         q = robot.neutral()
-        w, x, y, z = knot.imu.quat
-        r_world_imu = pin.Quaternion(w, x, y, z).toRotationMatrix()
-        imu_in_joint = robot.model.frames[robot.imu_frame_id].placement.rotation
-        r_world_base = r_world_imu @ imu_in_joint.T
         q[:3] = position
-        q[3:7] = pin.Quaternion(r_world_base).coeffs()
+        q[3:7] = base.quat_xyzw
         q[7:] = knot.joint.q
         v = np.zeros(robot.nv)
-        v[3:6] = imu_in_joint @ knot.imu.gyro
+        v[3:6] = base.omega
         v[6:] = knot.joint.dq
         return np.concatenate([q, v])
 

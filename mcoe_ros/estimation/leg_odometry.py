@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pinocchio as pin
 
+from mcoe_ros.multibody.imu import base_motion, imu_mount
 from mcoe_ros.multibody.robot import RobotModel
 
 
@@ -48,24 +49,17 @@ class LegKinematicsEkf:
         self.accel_var = accel_std**2
         self.bias_var = bias_walk_std**2
         self.foot_var = foot_velocity_std**2
-        imu = robot.model.frames[robot.imu_frame_id].placement
-        self.r_bi = imu.rotation  #: IMU axes in the base frame
-        self.r_imu = imu.translation  #: IMU position in the base frame
-        self.gravity = robot.model.gravity.linear.copy()
+        self.mount = imu_mount(robot)
+        self.r_bi = self.mount[0]  #: IMU axes in the base frame
         self.q_base = robot.neutral()  # base at the identity: FK gives the feet in the base frame
 
-    def _orientation(self, quat_wxyz) -> tuple[np.ndarray, np.ndarray]:
-        w, x, y, z = quat_wxyz
-        r_wi = pin.Quaternion(w, x, y, z).normalized().toRotationMatrix()
-        return r_wi, r_wi @ self.r_bi.T
-
     def predict(self, dt: float, quat_wxyz, gyro, acc) -> None:
-        r_wi, r_wb = self._orientation(quat_wxyz)
-        omega_b = self.r_bi @ np.asarray(gyro)
-        # specific force at the IMU -> acceleration of the base origin (centripetal lever-arm term only)
-        a_imu_b = self.r_bi @ (np.asarray(acc) - self.x[6:9])
-        a_b = a_imu_b - np.cross(omega_b, np.cross(omega_b, self.r_imu))
-        a = r_wb @ a_b + self.gravity
+        # specific force at the IMU (bias removed) -> world acceleration of the base origin (angular acceleration
+        # not differentiated: only the centripetal lever-arm term)
+        base = base_motion(self.mount, quat_wxyz, gyro, np.asarray(acc) - self.x[6:9])
+        r_wb = base.rotation
+        r_wi = r_wb @ self.r_bi
+        a = r_wb @ base.acc
         p, v = self.x[0:3], self.x[3:6]
         self.x[0:3] = p + v * dt + 0.5 * a * dt * dt
         self.x[3:6] = v + a * dt
@@ -84,8 +78,8 @@ class LegKinematicsEkf:
     def foot_velocities(self, quat_wxyz, gyro, q_j, dq_j, contacts) -> list[np.ndarray]:
         """World-frame base velocity implied by each stance foot."""
         robot, data = self.robot, self.data
-        _, r_wb = self._orientation(quat_wxyz)
-        omega_b = self.r_bi @ np.asarray(gyro)
+        base = base_motion(self.mount, quat_wxyz, gyro)
+        r_wb, omega_b = base.rotation, base.omega
         q = self.q_base.copy()
         q[7:] = q_j
         v = np.zeros(robot.nv)

@@ -3,11 +3,12 @@
 Samples arrive asynchronously (joint and IMU streams, possibly at different rates and with jitter). The
 window keeps a grid t_k = k dt; a grid knot is created once both streams have samples on either side
 of t_k (linear interpolation; normalised lerp for the quaternion). Each new knot runs the dynamics-based
-contact detector once (joint accelerations from the backward difference of the grid's joint velocities, so
-swing-leg inertia is not mistaken for ground force), so contact flags are causal and never recomputed.
-The window holds the last ``n_knots`` grid knots. A sensor gap longer than ``max_gap`` (or a stream that
-stalls) restarts the grid. The window counts what its buffers accept and reject in its own ``stats``.
-Times should be seconds since a recent epoch (the Estimator subtracts one): Unix-epoch floats lose ~0.2 us.
+contact detector once (joint and trunk angular accelerations from backward differences of the grid's joint
+velocities and gyro, so swing-leg and trunk inertia are not mistaken for ground force), so contact flags are
+causal and never recomputed. The window holds the last ``n_knots`` grid knots. A sensor gap longer than
+``max_gap`` (or a stream that stalls) restarts the grid. The window counts what its buffers accept and reject
+in its own ``stats``. Times should be seconds since a recent epoch (the Estimator subtracts one): Unix-epoch
+floats lose ~0.2 us.
 """
 
 from __future__ import annotations
@@ -96,9 +97,11 @@ class SlidingWindow:
                 self.restart()
                 return created
             prev = self.knots[-1] if self.knots and abs(t - self.dt - self.knots[-1].t) < 0.5 * self.dt else None
-            ddq = None if prev is None else (joint.dq - prev.joint.dq) / self.dt  # swing-leg inertia forces
+            # backward differences: swing-leg and trunk inertia are not mistaken for ground force
+            ddq = None if prev is None else (joint.dq - prev.joint.dq) / self.dt
+            domega = None if prev is None else (imu.gyro - prev.imu.gyro) / self.dt
             forces = self.detector.estimate_forces(
-                imu.quat, imu.gyro, imu.acc, joint.q, joint.dq, joint.tau, ddq
+                imu.quat, imu.gyro, imu.acc, joint.q, joint.dq, joint.tau, ddq, domega
             ).copy()
             flags = tuple(bool(f) for f in self.detector.update(t, forces, self._foot_force))
             self.knots.append(GridKnot(t, joint, imu, flags, forces))

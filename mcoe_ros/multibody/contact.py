@@ -4,8 +4,9 @@ For foot i on leg i, the leg rows of the floating-base dynamics read
     tau_leg = M_leg,: a + h_leg(q, v) - J_leg^T f_i,
 because a foot force only enters the rows of its own leg. Hence f_i = J_leg^{-T} (M_leg,: a + h_leg - tau_leg),
 with J_leg the 3x3 leg block of the foot's LOCAL_WORLD_ALIGNED translation Jacobian and f_i the force on
-the robot from the ground, in world axes. The base acceleration in a comes from the IMU (specific force +
-gravity); joint accelerations are optional but matter: without them a swinging leg's inertia reads as up to
+the robot from the ground, in world axes. The base motion in (v, a) comes from the IMU through
+:func:`mcoe_ros.multibody.imu.base_motion` (specific force + gravity, lever arm, angular acceleration); joint and
+angular accelerations are optional but matter: without them a swinging leg's inertia reads as up to
 +-10 N of ground force on the Go1, with them (backward differences, as the sliding window passes) about +-4 N,
 which allows the low thresholds that catch a touch-down early. A foot is in contact when the vertical force
 stays above ``force_on`` for ``min_duration`` and leaves it when it stays below ``force_off`` as long.
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
-from mcoe_ros.multibody.imu import GRAVITY
+from mcoe_ros.multibody.imu import base_motion, imu_mount
 from mcoe_ros.multibody.robot import RobotModel
 
 
@@ -52,6 +53,7 @@ class ContactDetector:
                 cols.append(robot.model.joints[joint].idx_v)
                 joint = robot.model.parents[joint]
             self._leg_cols.append(np.array(sorted(cols)))
+        self._mount = imu_mount(robot) if robot.nu_base else None
         self._q = robot.neutral()
         self._v = np.zeros(robot.nv)
         self._a = np.zeros(robot.nv)
@@ -61,18 +63,19 @@ class ContactDetector:
         self.flags[:] = False
         self._pending_since[:] = np.nan
 
-    def estimate_forces(self, quat_wxyz, gyro, acc, qj, dqj, tau, ddqj=None) -> np.ndarray:
-        """Ground reaction forces (nfeet, 3) on the robot, world axes, N. IMU frame assumed aligned with the base."""
+    def estimate_forces(self, quat_wxyz, gyro, acc, qj, dqj, tau, ddqj=None, domega_imu=None) -> np.ndarray:
+        """Ground reaction forces (nfeet, 3) on the robot, world axes, N, from one IMU sample (IMU frame: quaternion
+        w, x, y, z, gyro rad/s, specific force m/s^2, optional angular acceleration rad/s^2), the joints (model
+        order, rad, rad/s, N m, optional accelerations rad/s^2). The base motion comes from
+        :func:`mcoe_ros.multibody.imu.base_motion` (IMU mounting and lever arm from the URDF)."""
         model, nb = self.robot.model, self.robot.nu_base
         q, v, a = self._q, self._v, self._a
         if nb:
-            w, x, y, z = quat_wxyz
-            q[3:7] = (x, y, z, w)
-            rot = pin.Quaternion(w, x, y, z).toRotationMatrix()
-            v[:6] = 0.0
-            v[3:6] = gyro
-            a[:6] = 0.0
-            a[:3] = rot.T @ (rot @ np.asarray(acc) + GRAVITY)  # base linear acceleration (body axes)
+            base = base_motion(self._mount, quat_wxyz, gyro, acc, domega_imu)
+            q[3:7] = base.quat_xyzw
+            v[:6] = 0.0  # zero base linear velocity is exact for the forces (Galilean boost), with a = a_O
+            v[3:6] = base.omega
+            a[:3], a[3:6] = base.acc, base.domega
         q[model.nq - len(qj) :] = qj
         v[nb:] = dqj
         a[nb:] = 0.0 if ddqj is None else ddqj

@@ -12,6 +12,8 @@ the world frame (z up, REP-103).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pinocchio as pin
 
@@ -28,6 +30,47 @@ def imu_mount(robot: RobotModel) -> tuple[np.ndarray, np.ndarray]:
     return frame.placement.rotation.copy(), frame.placement.translation.copy()
 
 
+@dataclass
+class BaseMotion:
+    """Orientation and motion of the base frame B from one IMU sample (see module docstring).
+
+    rotation R_WB (3, 3); quat_xyzw (4,) the same rotation (Pinocchio's free-flyer order); omega (3,) rad/s and
+    domega (3,) rad/s^2 in B; acc (3,) m/s^2 classical acceleration of the base origin in B (None without a specific
+    force)."""
+
+    rotation: np.ndarray
+    quat_xyzw: np.ndarray
+    omega: np.ndarray
+    domega: np.ndarray
+    acc: np.ndarray | None
+
+
+def base_motion(
+    mount: tuple[np.ndarray, np.ndarray],
+    quat_wxyz: np.ndarray,
+    gyro: np.ndarray,
+    acc: np.ndarray | None = None,
+    domega_imu: np.ndarray | None = None,
+) -> BaseMotion:
+    """The base's orientation, angular velocity and acceleration and origin acceleration from one IMU sample.
+
+    mount = :func:`imu_mount`; quat_wxyz (4,) IMU orientation (normalised here); gyro (3,) rad/s, acc (3,) specific
+    force m/s^2 and domega_imu (3,) angular acceleration rad/s^2 (None = 0, e.g. when it is not differentiated),
+    all in the IMU frame. The lever-arm terms dw x r + w x (w x r) are applied (the angular one with domega).
+    """
+    rot_bi, r_imu = mount
+    quat = np.asarray(quat_wxyz, dtype=float)
+    quat = quat / np.linalg.norm(quat)
+    rot_wb = pin.Quaternion(*quat).toRotationMatrix() @ rot_bi.T
+    omega = rot_bi @ np.asarray(gyro, dtype=float)
+    domega = np.zeros(3) if domega_imu is None else rot_bi @ np.asarray(domega_imu, dtype=float)
+    a_o = None
+    if acc is not None:
+        a_o = rot_bi @ np.asarray(acc, dtype=float) + rot_wb.T @ GRAVITY
+        a_o -= np.cross(domega, r_imu) + np.cross(omega, np.cross(omega, r_imu))
+    return BaseMotion(rot_wb, pin.Quaternion(rot_wb).coeffs(), omega, domega, a_o)
+
+
 def states_from_imu(
     robot: RobotModel,
     qj: np.ndarray,
@@ -42,27 +85,26 @@ def states_from_imu(
     """Full states (q (N, nq), v (N, nv), a (N, nv)) from N samples of joints and IMU (no differentiation here).
 
     qj, dqj, ddqj (N, nj); quat_wxyz (N, 4) IMU orientation; gyro, domega_imu (angular acceleration), acc (specific
-    force) (N, 3) in the IMU frame. Base position = 0. v_lin (N, 3) base linear velocity in B, or None = 0 (exact, see
-    the module docstring); a[:3] = a_O - w x v_lin is set consistently.
+    force) (N, 3) in the IMU frame. Base position = 0. v_lin (N, 3) base linear velocity in B, or None = 0 (exact for
+    the dynamics of a free-floating robot: a Galilean boost changes no force); a[:3] = a_O - w x v_lin is set
+    consistently (Pinocchio's spatial acceleration).
     """
-    rot_bi, r_imu = imu_mount(robot)
+    mount = imu_mount(robot)
     quat = np.atleast_2d(np.asarray(quat_wxyz, dtype=float))
+    gyro, domega_imu, acc = np.atleast_2d(gyro), np.atleast_2d(domega_imu), np.atleast_2d(acc)
     n = quat.shape[0]
-    quat = quat / np.linalg.norm(quat, axis=1, keepdims=True)
     q = np.zeros((n, robot.nq))
     v = np.zeros((n, robot.nv))
     a = np.zeros((n, robot.nv))
-    omega = np.atleast_2d(gyro) @ rot_bi.T
-    domega = np.atleast_2d(domega_imu) @ rot_bi.T
     for k in range(n):
-        rot_wb = pin.Quaternion(*quat[k]).toRotationMatrix() @ rot_bi.T
-        q[k, 3:7] = pin.Quaternion(rot_wb).coeffs()  # x, y, z, w
-        a[k, :3] = rot_bi @ acc[k] + rot_wb.T @ GRAVITY
-    a[:, :3] -= np.cross(domega, r_imu) + np.cross(omega, np.cross(omega, r_imu))
+        base = base_motion(mount, quat[k], gyro[k], acc[k], domega_imu[k])
+        q[k, 3:7] = base.quat_xyzw
+        v[k, 3:6] = base.omega
+        a[k, :3], a[k, 3:6] = base.acc, base.domega
     if v_lin is not None:
         v[:, :3] = v_lin
-        a[:, :3] -= np.cross(omega, v_lin)
+        a[:, :3] -= np.cross(v[:, 3:6], v_lin)
     q[:, 7:] = qj
-    v[:, 3:6], v[:, 6:] = omega, dqj
-    a[:, 3:6], a[:, 6:] = domega, ddqj
+    v[:, 6:] = dqj
+    a[:, 6:] = ddqj
     return q, v, a
