@@ -26,8 +26,15 @@ from mcoe_ros.testing.toy import (
 PI_EUCLID = pi_from_com(1.5, np.array([0.05, 0.02, -0.3]), np.diag([0.03, 0.02, 0.012]))
 
 
-def _setup(kind: str, param: str, N: int = 8, noise: float = 0.02, info_theta=1.0, spherical=False, seed=3):  # noqa: N803
-    """(problem, true xs, perturbed xs, perturbed ws, theta0) for a toy kind 'euclid', 'arm' or 'free'."""
+#: process noise on the velocity-like (Euclidean) coordinates only, per toy kind (the estimator's model choice)
+VELOCITY_NOISE = {"euclid": [2, 3], "arm": [2, 3], "free": list(range(6, 12))}
+
+
+def _setup(  # noqa: N803
+    kind: str, param: str, N: int = 8, noise: float = 0.02, info_theta=1.0, spherical=False, seed=3, partial=False
+):
+    """(problem, true xs, perturbed xs, perturbed ws, theta0) for a toy kind 'euclid', 'arm' or 'free'; with
+    ``partial`` the process noise sits on the velocity-like coordinates only."""
     rng = np.random.default_rng(seed)
     if kind == "euclid":
         node = EuclidToyInterval()
@@ -46,10 +53,11 @@ def _setup(kind: str, param: str, N: int = 8, noise: float = 0.02, info_theta=1.
         x0 = np.concatenate([rng.uniform(-1, 1, 3), quat / np.linalg.norm(quat), rng.standard_normal(6)])
     st = node.state
     us = [3.0 * rng.standard_normal(node.nu) for _ in range(N)]
-    prob, xt = build_problem(node, N, pi_true, param, us, x0, noise=noise, info_theta=info_theta)
+    dims = VELOCITY_NOISE[kind] if partial else None
+    prob, xt = build_problem(node, N, pi_true, param, us, x0, noise=noise, info_theta=info_theta, noise_dims=dims)
     theta0 = prob.param.theta(1.3 * pi_true)
     xs = [st.integrate(x, 0.05 * rng.standard_normal(st.ndx)) for x in xt]
-    ws = [0.01 * rng.standard_normal(st.ndx) for _ in range(N)]
+    ws = [0.01 * rng.standard_normal(prob.nw) for _ in range(N)]
     return prob, xt, xs, ws, theta0
 
 
@@ -101,9 +109,10 @@ def test_toy_interval_jacobians_match_finite_differences(kind):
     ],
 )
 @pytest.mark.parametrize("method", ["schur", "nullspace"])
-def test_step_equals_dense_gauss_newton_kkt(kind, param, method):
+@pytest.mark.parametrize("partial", [False, True], ids=["full-noise", "velocity-noise"])
+def test_step_equals_dense_gauss_newton_kkt(kind, param, method, partial):
     """Riccati step (with nonzero gaps and noise) = dense KKT step of the same linearised problem."""
-    prob, _, xs, ws, theta0 = _setup(kind, param)
+    prob, _, xs, ws, theta0 = _setup(kind, param, partial=partial)
     step, sol = _direction(prob, xs, ws, theta0, method)
     assert step.method == method and step.null_dim == 0
     dxs, dws, dth, _ = dense_kkt_step(prob, xs, ws, theta0)
@@ -184,13 +193,14 @@ def test_rollouts_reach_the_same_optimum(rollout):
         assert all(lg.gap <= 1e-9 for lg in logs[1:]) if rollout == "single" else True
 
 
-def test_covariances_match_the_inverse_dense_kkt():
+@pytest.mark.parametrize("partial", [False, True], ids=["full-noise", "velocity-noise"])
+def test_covariances_match_the_inverse_dense_kkt(partial):
     """θ covariance from the arrival Hessian (Schur complement in θ) = θθ block of the inverse dense KKT."""
-    prob, _, xs, ws, theta0 = _setup("free", "exp-eigval", N=6)
+    prob, _, xs, ws, theta0 = _setup("free", "exp-eigval", N=6, partial=partial)
     res = MCOESolver(prob).solve(xs, ws, theta0)
     _, _, _, (kkt, _) = dense_kkt_step(prob, res.xs, res.ws, res.theta)
     inv = np.linalg.inv(kkt)
-    nvar = (2 * prob.N + 1) * prob.ndx + prob.ntheta
+    nvar = (prob.N + 1) * prob.ndx + prob.N * prob.nw + prob.ntheta
     cov_ref = inv[nvar - prob.ntheta : nvar, nvar - prob.ntheta : nvar]
     cov = res.theta_covariance(prob.ndx)
     assert np.abs(cov - cov_ref).max() <= 1e-6 * np.abs(cov_ref).max()
@@ -198,23 +208,24 @@ def test_covariances_match_the_inverse_dense_kkt():
     assert np.abs(cov_x0 - inv[: prob.ndx, : prob.ndx]).max() <= 1e-6 * np.abs(cov_x0).max()
 
 
-def _linear_toy(N, seed=5):  # noqa: N803
+def _linear_toy(N, seed=5, noise_dims=None):  # noqa: N803
     node = EuclidToyInterval(linear=True)
     rng = np.random.default_rng(seed)
     us = [rng.standard_normal(node.nu) for _ in range(N)]
     x0 = np.array([0.3, -0.2, 0.1, 0.5])
-    prob, xt = build_problem(node, N, PI_EUCLID, "plain", us, x0, noise=0.05, info_theta=1.0)
+    prob, xt = build_problem(node, N, PI_EUCLID, "plain", us, x0, noise=0.05, info_theta=1.0, noise_dims=noise_dims)
     return node, prob, xt, us
 
 
-def test_shift_with_marginalisation_is_exact_on_a_linear_problem():
-    """Solving N+k nodes at once = solving N nodes, shifting by k (marginal prior) and solving again (linear case)."""
+@pytest.mark.parametrize("noise_dims", [None, [2, 3]], ids=["full-noise", "velocity-noise"])
+def test_shift_with_marginalisation_is_exact_on_a_linear_problem(noise_dims):
+    """Solving N+k knots at once = solving N knots, shifting by k (marginal prior) and solving again (linear case)."""
     n, k = 8, 3
-    node, full, xt, _ = _linear_toy(n + k)
+    node, full, xt, _ = _linear_toy(n + k, noise_dims=noise_dims)
     theta0 = full.prior.theta_bar + 0.3
     ref = MCOESolver(full).solve(xt, None, theta0)
     assert ref.converged
-    win = EstimationProblem([node] * n, node, full.prior, full.param, full.knots[0].W)
+    win = EstimationProblem([node] * n, node, full.prior, full.param, full.knots[0].W, noise_dims)
     for j in range(n + 1):
         win.set_knot(j, u=full.knots[j].data.u, z=full.knots[j].data.z)
     solver = MCOESolver(win)
@@ -297,15 +308,16 @@ def test_stacked_parametrization_two_bodies():
     assert np.abs(jac - fd).max() <= 1e-6 * np.abs(fd).max()
 
 
-def test_smoothed_covariances_match_the_inverse_dense_kkt():
+@pytest.mark.parametrize("partial", [False, True], ids=["full-noise", "velocity-noise"])
+def test_smoothed_covariances_match_the_inverse_dense_kkt(partial):
     """covariance(k) (forward marginal + backward value function) = (x_k, θ) blocks of the inverse dense KKT."""
-    prob, _, xs, ws, theta0 = _setup("free", "exp-eigval", N=6)
+    prob, _, xs, ws, theta0 = _setup("free", "exp-eigval", N=6, partial=partial)
     solver = MCOESolver(prob)
     res = solver.solve(xs, ws, theta0)
     _, _, _, (kkt, _) = dense_kkt_step(prob, res.xs, res.ws, res.theta)
     inv = np.linalg.inv(kkt)
     ndx, nth = prob.ndx, prob.ntheta
-    nvar = (2 * prob.N + 1) * ndx + nth
+    nvar = (prob.N + 1) * ndx + prob.N * prob.nw + nth
     for k in (0, 3, prob.N):
         idx = np.r_[k * ndx : (k + 1) * ndx, nvar - nth : nvar]
         ref = inv[np.ix_(idx, idx)]
@@ -331,3 +343,22 @@ def test_paper_quadrotor_jacobians_match_finite_differences():
     model.calc_diff_fd(reference, x, pi)
     for key in ("Fx", "Fp", "Rx", "Rp"):
         assert numdiff.relative_error(getattr(analytic, key), getattr(reference, key)) <= 1e-5, key
+
+
+def test_noise_dims_must_be_euclidean_coordinates():
+    prob, *_ = _setup("free", "plain")
+    model = prob.knots[0].model
+    with pytest.raises(ValueError, match="noise_dims"):
+        EstimationProblem([model] * 2, model, prob.prior, prob.param, 1.0, noise_dims=[0, 6])  # 0: a rotation
+    partial = EstimationProblem([model] * 2, model, prob.prior, prob.param, 1.0, noise_dims=[6, 7])
+    assert partial.nw == 2 and not partial.full_noise and np.array_equal(partial.knots[0].B, np.eye(12)[:, [6, 7]])
+
+
+def test_euclidean_parameter_blocks_stack_with_an_inertial_body():
+    from mcoe_ros.ocp.problem import EuclideanParameters, StackedParametrization
+
+    par = StackedParametrization([make_parametrization("exp-eigval"), EuclideanParameters(3)])
+    pis = np.concatenate([PI_EUCLID, [0.1, -0.2, 0.3]])
+    theta = par.theta(pis)
+    assert par.ntheta == 13 and np.allclose(par.pi(theta), pis) and np.allclose(theta[10:], pis[10:])
+    assert numdiff.relative_error(par.jacobian(theta), numdiff.jacobian(par.pi, theta)) <= 1e-6

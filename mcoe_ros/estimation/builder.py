@@ -46,8 +46,15 @@ class ProblemBuilder:
         ]
         self.models = IntervalModelCache(robot, config.grid.dt, measurements, foot_velocity_std=noise.foot_velocity)
         nv = robot.nv
-        #: process-noise information W (diagonal, (2 nv,)) and initial arrival information
-        self.noise_info = np.r_[np.full(nv, noise.process_position**-2.0), np.full(nv, noise.process_velocity**-2.0)]
+        #: process-noise coordinates (None: all), information W (diagonal) and initial arrival information
+        if noise.process_model == "velocity":
+            self.noise_dims = np.arange(nv, 2 * nv)
+            self.noise_info = np.full(nv, noise.process_velocity**-2.0)
+        else:
+            self.noise_dims = None
+            self.noise_info = np.r_[
+                np.full(nv, noise.process_position**-2.0), np.full(nv, noise.process_velocity**-2.0)
+            ]
         self.arrival_info = np.r_[np.full(nv, noise.arrival_position**-2.0), np.full(nv, noise.arrival_velocity**-2.0)]
         self._kin_data = robot.create_data()  # solve-thread scratch
         self._mount = imu_mount(robot)
@@ -117,7 +124,7 @@ class ProblemBuilder:
         running, terminal = self.phase_models(knots, None)
         ndx = 2 * self.robot.nv
         prior = ArrivalPrior.independent(xs[0], self.arrival_info, ndx, theta, theta_info)
-        problem = EstimationProblem(running, terminal, prior, [self.param], self.noise_info)
+        problem = EstimationProblem(running, terminal, prior, [self.param], self.noise_info, self.noise_dims)
         for k, knot in enumerate(knots):
             problem.set_knot(k, *self.knot_inputs(knot, problem.knots[k].model))
         return problem, xs

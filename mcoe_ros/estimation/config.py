@@ -36,9 +36,17 @@ class GridConfig:
         return max(1, int(round(self.tick_period / self.dt)))
 
 
+PROCESS_NOISE_MODELS = ("velocity", "full")
+
+
 @dataclass(frozen=True)
 class NoiseConfig:
-    """Standard deviations of the measurement, process and initial arrival models."""
+    """Standard deviations of the measurement, process and initial arrival models.
+
+    ``process_model``: 'velocity' puts the process noise on the generalized velocities only (positions follow the
+    velocities exactly through the integrator; the noise then enters the Riccati recursion with a trivial Jacobian,
+    half the size), 'full' on every tangent coordinate (positions get ``process_position``).
+    """
 
     joint_position: float = 0.002  #: rad
     joint_velocity: float = 0.1  #: rad/s
@@ -46,10 +54,15 @@ class NoiseConfig:
     orientation: float = 0.02  #: rad
     accelerometer: float = 0.3  #: m/s^2
     foot_velocity: float = 0.02  #: stance-foot zero-velocity pseudo-measurement, m/s
-    process_position: float = 1e-4  #: per grid step, m or rad
+    process_model: str = "velocity"  #: one of PROCESS_NOISE_MODELS
+    process_position: float = 1e-4  #: per grid step, m or rad (process_model 'full' only)
     process_velocity: float = 0.02  #: per grid step, m/s or rad/s
     arrival_position: float = 0.05  #: m or rad
     arrival_velocity: float = 0.5  #: m/s or rad/s
+
+    def __post_init__(self):
+        if self.process_model not in PROCESS_NOISE_MODELS:
+            raise ValueError(f"process noise model must be one of {PROCESS_NOISE_MODELS}, got {self.process_model!r}")
 
 
 @dataclass(frozen=True)

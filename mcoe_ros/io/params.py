@@ -156,9 +156,15 @@ PARAMETERS: tuple[Param, ...] = (
         "stance-foot zero-velocity pseudo-measurement (leg odometry), m/s",
     ),
     Param(
+        "noise.process_model",
+        "estimator.noise.process_model",
+        "process noise on the velocities only, or on positions and velocities",
+        ("velocity", "full"),
+    ),
+    Param(
         "noise.process_position",
         "estimator.noise.process_position",
-        "process noise on configuration per step, m or rad",
+        "process noise on configuration per step, m or rad (process_model full)",
     ),
     Param(
         "noise.process_velocity",

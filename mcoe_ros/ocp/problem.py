@@ -1,21 +1,26 @@
 """Multiple-shooting optimal-estimation problem (paper eqs. 1 and 16): data, costs and linearisation.
 
-Decision variables: states x_0..x_N on the state manifold, process noise w_0..w_{N-1} (w_k ∈ T_x, size ndx) and
-parameters theta (ntheta = 10 per estimated body) with pi = psi(theta) stacked per body. Cost:
+Decision variables: states x_0..x_N on the state manifold, process noise w_0..w_{N-1} (w_k ∈ R^nw on the tangent
+coordinates ``noise_dims``, all ndx of them by default) and parameters theta with pi = psi(theta) stacked per block
+(10 inertial parameters per estimated body, plus any Euclidean parameter blocks). Cost:
 
     ½ eᵀ H e + gᵀ e            arrival prior, e = (x_0 ⊖ x̄_0, theta − θ̄)   (:class:`ArrivalPrior`)
   + Σ_k ½ w_kᵀ W_k w_k         process noise, W_k = Σ_w^{-1}
   + Σ_{k=0..N} ½ ‖r_k‖²        whitened measurement residuals of the interval models (terminal knot N included)
 
-subject to the dynamics x_{k+1} = f_k(x_k; pi | u_k) ⊕ w_k, written as a zero *gap*
-    c_k = (f_k(x_k) ⊕ w_k) ⊖ x_{k+1} = difference(x_{k+1}, integrate(f_k, w_k)).
+subject to the dynamics x_{k+1} = f_k(x_k; pi | u_k) ⊕ G w_k, written as a zero *gap*
+    c_k = (f_k(x_k) ⊕ G w_k) ⊖ x_{k+1} = difference(x_{k+1}, integrate(f_k, G w_k)),
+with G (ndx, nw) the selection of the noisy tangent coordinates.
 
 Linearisation in tangent coordinates (x_k ⊕ δx_k, w_k + δw_k, theta + δθ, x_{k+1} ⊕ δx_{k+1}):
-    c_k + D_{k+1} δx_{k+1} + G_k (Fx δx_k + Fθ δθ) + Jd1 Jint1 δw_k = 0,
-with (Jint0, Jint1) = jintegrate(f_k, w_k), (D_{k+1}, Jd1) = jdifference(x_{k+1}, y_k), G_k = Jd1 Jint0 and
+    c_k + D_{k+1} δx_{k+1} + L_k (Fx δx_k + Fθ δθ) + Jd1 Jint1 G δw_k = 0,
+with (Jint0, Jint1) = jintegrate(f_k, G w_k), (D_{k+1}, Jd1) = jdifference(x_{k+1}, y_k), L_k = Jd1 Jint0 and
 Fθ = Fp dpi/dtheta. Solving for δx_{k+1} with E = (−D_{k+1})^{-1} (= 1 when the gap is zero or the state is
 Euclidean) gives the form used by the Riccati recursion:
-    δx_{k+1} = f̄_k + A_k δx_k + B_k δw_k + C_k δθ,   f̄ = E c,  A = E G Fx,  B = E Jd1 Jint1,  C = E G Fθ.
+    δx_{k+1} = f̄_k + A_k δx_k + B_k δw_k + C_k δθ,   f̄ = E c,  A = E L Fx,  B = E Jd1 Jint1 G,  C = E L Fθ.
+Noise restricted to Euclidean coordinates (``noise_dims`` ≥ ``state.q_block``, e.g. the velocities of a multibody
+state: a documented model choice) makes B = G exactly, whatever the gaps: the noise then enters the Riccati
+recursion trivially, with nw < ndx.
 
 The problem owns one :class:`Knot` per knot (interval data for the linearisation, a second data for line-search
 trials, and the linearised blocks above), created once; models are shared between knots of the same phase. The
@@ -43,32 +48,50 @@ def _as_information(info: np.ndarray | float, n: int) -> np.ndarray:
     return 0.5 * (arr + arr.T)
 
 
-class StackedParametrization:
-    """pi = [psi_1(theta_1), ..., psi_b(theta_b)] for b bodies, each a 10 -> 10 map.
+class EuclideanParameters:
+    """pi = theta for a block of n parameters with no constraint (e.g. friction coefficients, sensor biases)."""
 
-    ``parts`` are objects with ``pi(theta)``, ``jacobian(theta)`` and ``theta(pi)`` (e.g. the inertial manifolds of
-    :mod:`mcoe_ros.multibody.inertia`).
+    def __init__(self, n: int):
+        self.size = int(n)
+
+    def pi(self, theta: np.ndarray) -> np.ndarray:
+        return np.array(theta, dtype=float)
+
+    def jacobian(self, theta: np.ndarray) -> np.ndarray:
+        return np.eye(self.size)
+
+    def theta(self, pi: np.ndarray) -> np.ndarray:
+        return np.array(pi, dtype=float)
+
+
+class StackedParametrization:
+    """pi = [psi_1(theta_1), ..., psi_b(theta_b)]: one smooth map per parameter block.
+
+    ``parts`` are objects with ``pi(theta)``, ``jacobian(theta)``, ``theta(pi)`` and ``size`` (block length; 10 if
+    absent), e.g. the inertial manifolds of :mod:`mcoe_ros.multibody.inertia` or :class:`EuclideanParameters`.
     """
 
     def __init__(self, parts: Sequence[object]):
         self.parts = list(parts)
-        self.ntheta = self.npi = 10 * len(self.parts)
+        sizes = [int(getattr(p, "size", 10)) for p in self.parts]
+        self.slices = [slice(a, a + n) for a, n in zip(np.cumsum([0, *sizes[:-1]]), sizes, strict=True)]
+        self.ntheta = self.npi = int(sum(sizes))
 
     def pi(self, theta: np.ndarray) -> np.ndarray:
         """pi (npi,) from theta (ntheta,)."""
-        return np.concatenate([p.pi(theta[10 * i : 10 * i + 10]) for i, p in enumerate(self.parts)])
+        return np.concatenate([p.pi(theta[sl]) for p, sl in zip(self.parts, self.slices, strict=True)])
 
     def jacobian(self, theta: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """dpi/dtheta (npi, ntheta), block diagonal."""
         out = np.zeros((self.npi, self.ntheta)) if out is None else out
         out[:] = 0.0
-        for i, p in enumerate(self.parts):
-            out[10 * i : 10 * i + 10, 10 * i : 10 * i + 10] = p.jacobian(theta[10 * i : 10 * i + 10])
+        for p, sl in zip(self.parts, self.slices, strict=True):
+            out[sl, sl] = p.jacobian(theta[sl])
         return out
 
     def theta(self, pi: np.ndarray) -> np.ndarray:
         """theta (ntheta,) with pi(theta) = pi."""
-        return np.concatenate([p.theta(pi[10 * i : 10 * i + 10]) for i, p in enumerate(self.parts)])
+        return np.concatenate([p.theta(pi[sl]) for p, sl in zip(self.parts, self.slices, strict=True)])
 
 
 @dataclass
@@ -138,25 +161,28 @@ class Knot:
     """Everything knot k of the problem needs across iterations, allocated once.
 
     model: the knot's interval model; data / trial: its IntervalData for the linearisation point and for line-search
-    trials (they share the u and z arrays). W, W_sqrt (ndx, ndx): process-noise information of interval k and an
-    upper factor (W = W_sqrtᵀ W_sqrt). Linearisation: Fth (ndx, ntheta), Rth (nr, ntheta), A, B (ndx, ndx),
-    C (ndx, ntheta), gap c (ndx,), fbar = E c (ndx,), y = f ⊕ w (nx,).
+    trials (they share the u and z arrays). W, W_sqrt (nw, nw): process-noise information of interval k and an
+    upper factor (W = W_sqrtᵀ W_sqrt). Linearisation: Fth (ndx, ntheta), Rth (nr, ntheta), A (ndx, ndx),
+    B (ndx, nw), C (ndx, ntheta), gap c (ndx,), fbar = E c (ndx,), y = f ⊕ G w (nx,).
     """
 
-    def __init__(self, model: IntervalModel, ndx: int, ntheta: int, noise_info: np.ndarray, terminal: bool):
+    def __init__(
+        self, model: IntervalModel, ndx: int, ntheta: int, noise_info: np.ndarray, terminal: bool, nw: int | None = None
+    ):
+        nw = ndx if nw is None else nw
         self.model = model
         self.terminal = terminal
         self.data = model.create_data()
         self.trial = model.create_data()
         self.trial.u = self.data.u
         self.trial.z = self.data.z
-        self.W = _as_information(noise_info, ndx)
+        self.W = _as_information(noise_info, nw)
         self.W_sqrt = self._sqrt(self.W)
         nr = model.nr
         self.Fth = np.zeros((ndx, ntheta))
         self.Rth = np.zeros((nr, ntheta))
         self.A = np.zeros((ndx, ndx))
-        self.B = np.zeros((ndx, ndx))
+        self.B = np.zeros((ndx, nw))
         self.C = np.zeros((ndx, ntheta))
         self.gap = np.zeros(ndx)
         self.fbar = np.zeros(ndx)
@@ -180,8 +206,10 @@ class EstimationProblem:
         running: N interval models (knots k = 0..N-1).
         terminal: model of knot N.
         prior: :class:`ArrivalPrior`.
-        parametrization: :class:`StackedParametrization`, or a list of per-body parametrizations.
-        noise_info: process-noise information W = Σw^{-1}: scalar, (ndx,), (ndx, ndx) or a list of N of those.
+        parametrization: :class:`StackedParametrization`, or a list of per-block parametrizations.
+        noise_info: process-noise information W = Σw^{-1}: scalar, (nw,), (nw, nw) or a list of N of those.
+        noise_dims: the tangent coordinates that carry process noise (None: all ndx); a proper subset must lie in the
+            Euclidean coordinates of the state (index ≥ ``state.q_block``), so that B = G exactly.
     """
 
     def __init__(
@@ -191,9 +219,19 @@ class EstimationProblem:
         prior: ArrivalPrior,
         parametrization: StackedParametrization | Sequence[object],
         noise_info: np.ndarray | float | Sequence,
+        noise_dims: Sequence[int] | None = None,
     ):
         self.state = terminal.state
         self.ndx = self.state.ndx
+        self._nv_block = int(getattr(self.state, "q_block", 0))  # block-diagonal manifold Jacobians (ocp.state)
+        dims = np.arange(self.ndx) if noise_dims is None else np.unique(np.asarray(noise_dims, dtype=int))
+        self.full_noise = dims.size == self.ndx
+        if not self.full_noise and (dims.size == 0 or dims.min() < self._nv_block or dims.max() >= self.ndx):
+            raise ValueError(f"noise_dims must be Euclidean tangent coordinates in [{self._nv_block}, {self.ndx})")
+        self.noise_dims = dims
+        self.nw = int(dims.size)
+        #: G (ndx, nw): noise coordinates -> tangent space; B = G exactly when the noise is not full
+        self.noise_map = np.eye(self.ndx)[:, dims]
         if not isinstance(parametrization, StackedParametrization):
             parametrization = StackedParametrization(parametrization)
         self.param = parametrization
@@ -203,12 +241,25 @@ class EstimationProblem:
             raise ValueError(f"interval models have npi={terminal.npi}, parametrization gives {self.npi}")
         self.prior = prior
         infos = self._noise_list(noise_info, len(running))
-        self.knots: list[Knot] = [Knot(m, self.ndx, self.ntheta, w, False) for m, w in zip(running, infos, strict=True)]
-        self.knots.append(Knot(terminal, self.ndx, self.ntheta, np.eye(self.ndx), True))
+        self.knots: list[Knot] = [self._knot(m, w, False) for m, w in zip(running, infos, strict=True)]
+        self.knots.append(self._knot(terminal, np.eye(self.nw), True))
         self.pi = np.zeros(self.npi)
         self.dpi = np.zeros((self.npi, self.ntheta))  #: dpi/dtheta at the last linearisation
         self._eye = np.eye(self.ndx)
-        self._nv_block = int(getattr(self.state, "q_block", 0))  # block-diagonal manifold Jacobians (ocp.state)
+
+    def _knot(self, model: IntervalModel, noise_info, terminal: bool) -> Knot:
+        knot = Knot(model, self.ndx, self.ntheta, noise_info, terminal, self.nw)
+        if not self.full_noise:
+            knot.B[:] = self.noise_map  # exact and constant (see module docstring)
+        return knot
+
+    def noise_tangent(self, w: np.ndarray) -> np.ndarray:
+        """G w: the tangent vector (ndx,) of a noise vector w (nw,)."""
+        if self.full_noise:
+            return w
+        out = np.zeros(self.ndx)
+        out[self.noise_dims] = w
+        return out
 
     def _noise_list(self, noise_info, n: int) -> list:
         if isinstance(noise_info, (list, tuple)):
@@ -260,17 +311,19 @@ class EstimationProblem:
             return cost
         np.matmul(d.Fp, self.dpi, out=nd.Fth)
         cost += 0.5 * float(w @ nd.W @ w)
-        nd.y[:] = state.integrate(d.xnext, w)
+        gw = self.noise_tangent(w)
+        nd.y[:] = state.integrate(d.xnext, gw)
         nd.gap[:] = state.difference(x_next, nd.y)
-        jint0, jint1 = state.jintegrate(d.xnext, w)
+        jint0, jint1 = state.jintegrate(d.xnext, gw)
         jd0, jd1 = state.jdifference(x_next, nd.y)
         nv = self._nv_block
-        if nv:
+        if 0 < nv < self.ndx:
             # all manifold Jacobians are blockdiag(J_q, ±1_v) -> work on the (nv, nv) q-blocks
             emat = -np.linalg.inv(jd0[:nv, :nv])
             g = emat @ jd1[:nv, :nv]
-            nd.B[:] = self._eye
-            np.matmul(g, jint1[:nv, :nv], out=nd.B[:nv, :nv])
+            if self.full_noise:
+                nd.B[:] = self._eye
+                np.matmul(g, jint1[:nv, :nv], out=nd.B[:nv, :nv])
             g = g @ jint0[:nv, :nv]
             nd.A[:] = d.Fx
             np.matmul(g, d.Fx[:nv], out=nd.A[:nv])
@@ -281,7 +334,8 @@ class EstimationProblem:
             return cost
         emat = -np.linalg.inv(jd0)
         g = emat @ jd1
-        np.matmul(g, jint1, out=nd.B)
+        if self.full_noise:
+            np.matmul(g, jint1, out=nd.B)
         g = g @ jint0
         np.matmul(g, d.Fx, out=nd.A)
         np.matmul(g, nd.Fth, out=nd.C)
@@ -318,10 +372,10 @@ class EstimationProblem:
                 if cand.model is model:
                     knot = pool.pop(i)
                     knot.terminal = terminal_
-                    knot.W[:] = _as_information(info, self.ndx)
+                    knot.W[:] = _as_information(info, self.nw)
                     knot.W_sqrt[:] = Knot._sqrt(knot.W)
                     return knot
-            return Knot(model, self.ndx, self.ntheta, info, terminal_)
+            return self._knot(model, info, terminal_)
 
         new = [take(m, w, False) for m, w in zip(running, infos, strict=True)]
-        self.knots = old[k:-1] + new + [take(terminal, np.eye(self.ndx), True)]
+        self.knots = old[k:-1] + new + [take(terminal, np.eye(self.nw), True)]

@@ -34,19 +34,20 @@ class FactorizationError(RuntimeError):
 
 class RiccatiWorkspace:
     """Value function and policy of knots 0..n-1, stacked: Vx (n, ndx), Vth (n, nθ), Vxx (n, ndx, ndx),
-    Vxth (n, ndx, nθ), Vthth (n, nθ, nθ); policy k (n, ndx), K (n, ndx, ndx), P (n, ndx, nθ) (terminal row unused)."""
+    Vxth (n, ndx, nθ), Vthth (n, nθ, nθ); policy k (n, nw), K (n, nw, ndx), P (n, nw, nθ) (terminal row unused)."""
 
-    def __init__(self, n_knots: int, ndx: int, ntheta: int):
+    def __init__(self, n_knots: int, ndx: int, ntheta: int, nw: int | None = None):
+        nw = ndx if nw is None else nw
         self.n_knots = n_knots
         self.Vx = np.zeros((n_knots, ndx))
         self.Vth = np.zeros((n_knots, ntheta))
         self.Vxx = np.zeros((n_knots, ndx, ndx))
         self.Vxth = np.zeros((n_knots, ndx, ntheta))
         self.Vthth = np.zeros((n_knots, ntheta, ntheta))
-        self.k = np.zeros((n_knots, ndx))
-        self.K = np.zeros((n_knots, ndx, ndx))
-        self.P = np.zeros((n_knots, ndx, ntheta))
-        self._rhs = np.empty((ndx, 1 + ndx + ntheta))
+        self.k = np.zeros((n_knots, nw))
+        self.K = np.zeros((n_knots, nw, ndx))
+        self.P = np.zeros((n_knots, nw, ntheta))
+        self._rhs = np.empty((nw, 1 + ndx + ntheta))
 
 
 def backward_pass(problem: EstimationProblem, ws: list[np.ndarray], reg: float, vf: RiccatiWorkspace) -> None:
@@ -88,7 +89,7 @@ def backward_pass(problem: EstimationProblem, ws: list[np.ndarray], reg: float, 
         cv = nd.C.T @ vxth
         qthth = nd.Rth.T @ nd.Rth + vf.Vthth[k + 1] + cv + cv.T + nd.C.T @ (vxx @ nd.C)
         if reg > 0.0:
-            qww[np.diag_indices(ndx)] += reg
+            qww[np.diag_indices(qww.shape[0])] += reg
         try:
             fac = cho_factor(qww, lower=True, check_finite=False)
         except np.linalg.LinAlgError as err:

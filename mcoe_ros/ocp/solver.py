@@ -148,13 +148,13 @@ class MCOESolver:
 
     def _allocate(self) -> None:
         """Workspace for the problem's current N: Riccati value function and policy, direction dx (N+1, ndx),
-        dw (N, ndx), multipliers ξ (N+1, ndx) (row 0 unused), trial trajectory."""
+        dw (N, nw), multipliers ξ (N+1, ndx) (row 0 unused), trial trajectory."""
         p = self.problem
-        self.riccati = RiccatiWorkspace(p.N + 1, p.ndx, p.ntheta)
+        self.riccati = RiccatiWorkspace(p.N + 1, p.ndx, p.ntheta, p.nw)
         self.dx = np.zeros((p.N + 1, p.ndx))
-        self.dw = np.zeros((p.N, p.ndx))
+        self.dw = np.zeros((p.N, p.nw))
         self.xs_try = [np.zeros(p.state.nx) for _ in range(p.N + 1)]
-        self.ws_try = [np.zeros(p.ndx) for _ in range(p.N)]
+        self.ws_try = [np.zeros(p.nw) for _ in range(p.N)]
         self.theta_try = np.zeros(p.ntheta)
         self.xi = np.zeros((p.N + 1, p.ndx))
 
@@ -164,7 +164,7 @@ class MCOESolver:
         if len(xs) != p.N + 1:
             raise ValueError(f"need N+1 = {p.N + 1} states, got {len(xs)}")
         self.xs = [np.array(x, dtype=float) for x in xs]
-        self.ws = [np.zeros(p.ndx) for _ in range(p.N)] if ws is None else [np.array(w, dtype=float) for w in ws]
+        self.ws = [np.zeros(p.nw) for _ in range(p.N)] if ws is None else [np.array(w, dtype=float) for w in ws]
         self.theta = np.array(theta, dtype=float)
 
     def rollout_guess(self, x0: np.ndarray, theta: np.ndarray, start: int = 0) -> None:
@@ -175,7 +175,7 @@ class MCOESolver:
         for k in range(start, p.N):
             nd = p.knots[k]
             nd.model.calc(nd.trial, self.xs[k], pi)
-            self.xs[k + 1] = p.state.integrate(nd.trial.xnext, self.ws[k])
+            self.xs[k + 1] = p.state.integrate(nd.trial.xnext, p.noise_tangent(self.ws[k]))
 
     # ------------------------------------------------------------------ one direction
     def compute_direction(self, reg: float) -> tuple[ArrivalStep, float, float]:
@@ -240,7 +240,7 @@ class MCOESolver:
                 dxk = state.difference(xs[k], xt[k])
                 wt[k][:] = ws[k] - alpha * (vf.k[k] + vf.P[k] @ self.dtheta) - vf.K[k] @ dxk
             cost += 0.5 * float(wt[k] @ nd.W @ wt[k])
-            y = state.integrate(t.xnext, wt[k])
+            y = state.integrate(t.xnext, p.noise_tangent(wt[k]))
             if mode == "multiple":
                 xt[k + 1][:] = state.integrate(xs[k + 1], alpha * self.dx[k + 1])
                 gap += float(np.abs(state.difference(xt[k + 1], y)).sum())
@@ -403,6 +403,8 @@ class MCOESolver:
              w_j + δw_j = c0 + M z, z = (δx_j, δθ, δx_{j+1}), M = [−B⁻¹A, −B⁻¹C, B⁻¹], c0 = w_j − B⁻¹ f̄,
              H_z = pad(H) + Mᵀ W M, g_z = pad(g) + Mᵀ W c0;
           3. eliminate δx_j by the Schur complement: H ← H_rr − H_rx H_xx⁻¹ H_xr, g ← g_r − H_rx H_xx⁻¹ g_x.
+        With noise on some coordinates only (B = G not invertible), steps 2-3 eliminate the noiseless coordinates
+        through the transition's constraint rows instead (:meth:`_marginalize_knot_partial`).
         The result is the exact Gauss–Newton marginal of the dropped part over (x_k, θ), with x–θ cross terms,
         returned as ArrivalPrior(x̄ = x_k, θ̄ = θ, H, g) (the linear term g keeps the dropped part's gradient, so
         the next window's optimum is unchanged to first order). This is a forward recursion: the backward value
@@ -412,12 +414,10 @@ class MCOESolver:
         are those of the returned estimate, so this is exact there and costs no dynamics evaluation.
         """
         p = self.problem
-        ndx, nth = p.ndx, p.ntheta
         xs, ws, theta = self.xs, self.ws, self.theta
         if relinearize:
             p.set_theta(theta)
         _, g, h = p.prior.linearize(p.state, xs[0], theta)
-        n = ndx + nth
         for j in range(k):
             nd = p.knots[j]
             if relinearize:
@@ -426,22 +426,74 @@ class MCOESolver:
             jr = np.hstack([d.Rx, nd.Rth])
             h = h + jr.T @ jr
             g = g + jr.T @ d.r
-            binv = np.linalg.inv(nd.B)
-            m = np.hstack([-binv @ nd.A, -binv @ nd.C, binv])
-            c0 = ws[j] - binv @ nd.fbar
-            hz = m.T @ nd.W @ m
-            hz[:n, :n] += h
-            gz = m.T @ (nd.W @ c0)
-            gz[:n] += g
-            hxx, hxr, hrr = hz[:ndx, :ndx], hz[:ndx, ndx:], hz[ndx:, ndx:]
-            sol = np.linalg.solve(hxx, np.column_stack([gz[:ndx], hxr]))
-            hr = hrr - hxr.T @ sol[:, 1:]
-            gr = gz[ndx:] - hxr.T @ sol[:, 0]
-            # reorder (δθ, δx_{j+1}) -> (δx_{j+1}, δθ)
-            perm = np.r_[nth : nth + ndx, 0:nth]
-            h = hr[np.ix_(perm, perm)]
-            g = gr[perm]
+            if p.full_noise:
+                h, g = self._marginalize_knot(nd, ws[j], h, g)
+            else:
+                h, g = self._marginalize_knot_partial(nd, ws[j], h, g)
         return ArrivalPrior(xs[k].copy(), theta.copy(), 0.5 * (h + h.T), g)
+
+    def _marginalize_knot(self, nd, w: np.ndarray, h: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Full noise (B invertible): δw = B⁻¹(δx' − f̄ − A δx − C δθ), then eliminate δx (see marginal_prior)."""
+        p = self.problem
+        ndx, nth = p.ndx, p.ntheta
+        n = ndx + nth
+        binv = np.linalg.inv(nd.B)
+        m = np.hstack([-binv @ nd.A, -binv @ nd.C, binv])
+        c0 = w - binv @ nd.fbar
+        hz = m.T @ nd.W @ m
+        hz[:n, :n] += h
+        gz = m.T @ (nd.W @ c0)
+        gz[:n] += g
+        hxx, hxr, hrr = hz[:ndx, :ndx], hz[:ndx, ndx:], hz[ndx:, ndx:]
+        sol = np.linalg.solve(hxx, np.column_stack([gz[:ndx], hxr]))
+        hr = hrr - hxr.T @ sol[:, 1:]
+        gr = gz[ndx:] - hxr.T @ sol[:, 0]
+        # reorder (δθ, δx_{j+1}) -> (δx_{j+1}, δθ)
+        perm = np.r_[nth : nth + ndx, 0:nth]
+        return hr[np.ix_(perm, perm)], gr[perm]
+
+    def _marginalize_knot_partial(
+        self, nd, w: np.ndarray, h: np.ndarray, g: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Noise on the coordinates S only (B = G): the other rows Q of the transition are constraints.
+
+        With δx' = f̄ + A δx + C δθ + G δw: rows S give δw = (δx' − f̄ − A δx − C δθ)_S; rows Q give
+        δx_Q = A_QQ⁻¹ ((δx' − f̄ − C δθ)_Q − A_QS δx_S) (A_QQ ≈ 1 + O(dt²) is invertible also at impulse knots,
+        where A_SS is singular). In the variables y = (δx_S, δθ, δx') the prior over (δx, δθ) and the noise cost are
+        quadratic; δx_S is then eliminated by its Schur complement. Exact Gauss–Newton marginal, like the full-noise
+        path (which needs B⁻¹)."""
+        p = self.problem
+        ndx, nth = p.ndx, p.ntheta
+        sdims = p.noise_dims
+        qdims = np.setdiff1d(np.arange(ndx), sdims)
+        ns = sdims.size
+        m = ns + nth + ndx
+        a, c, fbar = nd.A, nd.C, nd.fbar
+        ainv = np.linalg.inv(a[np.ix_(qdims, qdims)])
+        t = np.zeros((ndx, m))
+        t0 = np.zeros(ndx)
+        t[sdims, :ns] = np.eye(ns)
+        t[np.ix_(qdims, np.arange(ns))] = -ainv @ a[np.ix_(qdims, sdims)]
+        t[qdims, ns : ns + nth] = -ainv @ c[qdims]
+        t[np.ix_(qdims, ns + nth + qdims)] = ainv
+        t0[qdims] = -ainv @ fbar[qdims]
+        z = np.zeros((ndx + nth, m))
+        z[:ndx] = t
+        z[ndx:, ns : ns + nth] = np.eye(nth)
+        z0 = np.r_[t0, np.zeros(nth)]
+        mw = -(a[sdims] @ t)
+        mw[:, ns : ns + nth] -= c[sdims]
+        mw[np.arange(ns), ns + nth + sdims] += 1.0
+        m0 = -fbar[sdims] - a[sdims] @ t0
+        wm = nd.W @ mw
+        hy = z.T @ h @ z + mw.T @ wm
+        gy = z.T @ (g + h @ z0) + wm.T @ (w + m0)
+        huu, hur, hrr = hy[:ns, :ns], hy[:ns, ns:], hy[ns:, ns:]
+        sol = np.linalg.solve(huu, np.column_stack([gy[:ns], hur]))
+        hr = hrr - hur.T @ sol[:, 1:]
+        gr = gy[ns:] - hur.T @ sol[:, 0]
+        perm = np.r_[nth : nth + ndx, 0:nth]  # (δθ, δx') -> (δx', δθ)
+        return hr[np.ix_(perm, perm)], gr[perm]
 
     def shift(
         self,
@@ -475,7 +527,7 @@ class MCOESolver:
             p.set_knot(n_old - k + i, u, z)
         p.set_knot(p.N, *terminal_input)
         self.xs = self.xs[k:] + [self.xs[-1].copy() for _ in range(k)]
-        self.ws = self.ws[k:] + [np.zeros(p.ndx) for _ in range(k)]
+        self.ws = self.ws[k:] + [np.zeros(p.nw) for _ in range(k)]
         if xs_new is not None:
             for i, x in enumerate(xs_new):
                 self.xs[n_old - k + 1 + i] = np.array(x, dtype=float)

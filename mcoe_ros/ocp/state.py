@@ -6,9 +6,10 @@ A state manifold object provides ``nx`` (size of x), ``ndx`` (size of a tangent 
 d(x1 ⊖ x0)/dx1), each (ndx, ndx), with respect to tangent perturbations of each argument (Crocoddyl/Pinocchio
 conventions).
 
-``q_block``: 0 in general; ``m > 0`` declares that every Jacobian above is block diagonal
-``blockdiag(J (m, m), ±1 (ndx - m))`` (a Lie group times a vector space, e.g. (q, v) of a multibody system,
-:class:`mcoe_ros.multibody.state.StateMultibody`), which the problem uses to work on the (m, m) blocks only.
+``q_block`` = m declares that every Jacobian above is block diagonal ``blockdiag(J (m, m), ±1 (ndx - m))``: the
+tangent coordinates from m on are Euclidean (a Lie group times a vector space, e.g. (q, v) of a multibody system,
+:class:`mcoe_ros.multibody.state.StateMultibody`, m = nv; a vector space, m = 0; a general manifold, m = ndx). The
+problem uses it to work on the (m, m) blocks only, and process noise may be restricted to Euclidean coordinates.
 """
 
 from __future__ import annotations

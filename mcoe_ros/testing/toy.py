@@ -173,6 +173,7 @@ def build_problem(
     info_theta: float | None = 1.0,
     theta_bar: np.ndarray | None = None,
     seed: int = 1,
+    noise_dims: list[int] | None = None,
 ) -> tuple[EstimationProblem, list[np.ndarray]]:
     """Problem over N intervals with measurements of the true trajectory (+ Gaussian noise of std ``noise``).
 
@@ -182,7 +183,7 @@ def build_problem(
     stacked = StackedParametrization([make_parametrization(param) if isinstance(param, str) else param])
     theta_bar = stacked.theta(pi_true) if theta_bar is None else theta_bar
     prior = ArrivalPrior.independent(x0, info_x0, model.state.ndx, theta_bar, info_theta)
-    prob = EstimationProblem([model] * N, model, prior, stacked, info_w)
+    prob = EstimationProblem([model] * N, model, prior, stacked, info_w, noise_dims)
     for k in range(N + 1):
         z = measurement_of(model, xs_true[k], pi_true)
         if isinstance(model, PinocchioInterval):
@@ -201,14 +202,15 @@ def dense_kkt_step(prob: EstimationProblem, xs, ws, theta) -> tuple[list, list, 
     manifold Jacobians only (independent of the Riccati code).
 
     Variables d = (δx_0..δx_N, δw_0..δw_{N-1}, δθ); constraints c_k + Jd0 δx_{k+1} + Jd1 Jint0 (Fx δx_k +
-    Fp dpi δθ) + Jd1 Jint1 δw_k = 0. Returns (dxs, dws, dθ, KKT matrix)."""
+    Fp dpi δθ) + Jd1 Jint1 G δw_k = 0 (G = problem.noise_map). Returns (dxs, dws, dθ, (KKT matrix, rhs))."""
     st = prob.state
     n, ndx, nth = prob.N, prob.ndx, prob.ntheta
     pi = prob.param.pi(theta)
     dpi = prob.param.jacobian(theta)
-    nv = (n + 1) * ndx + n * ndx + nth
+    nw, gmap = prob.nw, prob.noise_map
+    nv = (n + 1) * ndx + n * nw + nth
     ix = lambda k: slice(k * ndx, (k + 1) * ndx)  # noqa: E731
-    iw = lambda k: slice((n + 1) * ndx + k * ndx, (n + 1) * ndx + (k + 1) * ndx)  # noqa: E731
+    iw = lambda k: slice((n + 1) * ndx + k * nw, (n + 1) * ndx + (k + 1) * nw)  # noqa: E731
     ith = slice(nv - nth, nv)
     hess = np.zeros((nv, nv))
     grad = np.zeros(nv)
@@ -233,14 +235,14 @@ def dense_kkt_step(prob: EstimationProblem, xs, ws, theta) -> tuple[list, list, 
             break
         hess[iw(k), iw(k)] += nd.W
         grad[iw(k)] += nd.W @ ws[k]
-        y = st.integrate(d.xnext, ws[k])
-        ji0, ji1 = st.jintegrate(d.xnext, ws[k])
+        y = st.integrate(d.xnext, gmap @ ws[k])
+        ji0, ji1 = st.jintegrate(d.xnext, gmap @ ws[k])
         jd0, jd1 = st.jdifference(xs[k + 1], y)
         rows = slice(k * ndx, (k + 1) * ndx)
         cval[rows] = st.difference(xs[k + 1], y)
         cons[rows, ix(k + 1)] = jd0
         cons[rows, ix(k)] = jd1 @ ji0 @ d.Fx
-        cons[rows, iw(k)] = jd1 @ ji1
+        cons[rows, iw(k)] = jd1 @ ji1 @ gmap
         cons[rows, ith] = jd1 @ ji0 @ d.Fp @ dpi
     kkt = np.block([[hess, cons.T], [cons, np.zeros((n * ndx, n * ndx))]])
     rhs = -np.concatenate([grad, cval])
