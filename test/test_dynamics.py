@@ -9,6 +9,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
+from mcoe_ros.multibody.actuator import ActuatorModel
 from mcoe_ros.multibody.dynamics import PhaseDynamicsModel
 from mcoe_ros.multibody.robot import RobotModel, RobotSpec
 from mcoe_ros.multibody.state import StateMultibody
@@ -38,6 +39,9 @@ def random_state(robot: RobotModel, rng: np.random.Generator) -> np.ndarray:
     return np.concatenate([q, rng.normal(size=model.nv)])
 
 
+ACTUATOR_P = np.r_[0.8, 1.2, 1.5, 0.15, 0.2, 0.25, 0.008, 0.01, 0.012]  # b_v, b_c, I_r per hip/thigh/calf
+
+
 def fd_dynamics(dyn: PhaseDynamicsModel, x: np.ndarray, u: np.ndarray, pi: np.ndarray) -> dict:
     """Central FD of (xnext on the manifold, a, lam) w.r.t. x (tangent) and pi."""
     state = StateMultibody(dyn.robot.model)
@@ -54,15 +58,20 @@ def fd_dynamics(dyn: PhaseDynamicsModel, x: np.ndarray, u: np.ndarray, pi: np.nd
 
 
 def check_fd(
-    dyn: PhaseDynamicsModel, x: np.ndarray, u: np.ndarray, tag: str, lam_map: np.ndarray | None = None
+    dyn: PhaseDynamicsModel,
+    x: np.ndarray,
+    u: np.ndarray,
+    tag: str,
+    lam_map: np.ndarray | None = None,
+    pi: np.ndarray = PI,
 ) -> None:
-    """FD-check Fx, Fp, da/d(x, pi) and (lam_map @) dlam/d(x, pi) at (x, u, PI)."""
+    """FD-check Fx, Fp, da/d(x, pi) and (lam_map @) dlam/d(x, pi) at (x, u, pi)."""
     data = dyn.create_data()
-    dyn.calc_diff(data, x, u, PI)
+    dyn.calc_diff(data, x, u, pi)
     calc_data = dyn.create_data()
-    dyn.calc(calc_data, x, u, PI)
+    dyn.calc(calc_data, x, u, pi)
     np.testing.assert_allclose(data.xnext, calc_data.xnext, atol=1e-12)
-    fd = fd_dynamics(dyn, x, u, PI)
+    fd = fd_dynamics(dyn, x, u, pi)
     WORST.record(f"{tag} Fx", data.Fx, fd["Fx"])
     WORST.record(f"{tag} Fp", data.Fp, fd["Fp"])
     WORST.record(f"{tag} da_dx", data.da_dx, fd["a_x"])
@@ -87,6 +96,38 @@ RESETS = [
     (FEET[:3], FEET[:3], LOCAL),
     (FEET, FEET, LWA),
 ]
+
+
+@pytest.mark.parametrize("contacts, impulse, ref", PHASES[::2] + RESETS)
+def test_fd_with_actuator_model(robot, contacts, impulse, ref):
+    """Friction (velocity dependence in Fx, b_v and b_c columns of Fp) and rotor inertia (mass matrix and impulse)."""
+    rng = np.random.default_rng(20 + len(contacts) + 10 * len(impulse))
+    act = ActuatorModel(robot)
+    dyn = PhaseDynamicsModel(robot, contacts, 0.01, impulse, reference_frame=ref, actuator=act)
+    assert dyn.npi == 19 and dyn.layout.actuator == slice(10, 19)
+    tag = f"actuator {len(contacts)}c{len(impulse)}i"
+    for _ in range(2):
+        x = random_state(robot, rng)
+        x[robot.nq + 6 :] *= 0.05  # joint speeds around the Coulomb smoothing (0.05 rad/s): the nonlinear region
+        check_fd(dyn, x, rng.normal(size=robot.nj), tag, pi=np.r_[PI, ACTUATOR_P])
+
+
+def test_actuator_losses_enter_as_torque_and_armature(robot):
+    """Free phase: a = (M + diag(I_r))^-1 (S^T (u - b_v dq - b_c tanh(dq/eps)) - h), checked against plain Pinocchio."""
+    rng = np.random.default_rng(5)
+    act = ActuatorModel(robot, coulomb_smoothing=0.05)
+    dyn = PhaseDynamicsModel(robot, (), 0.01, actuator=act)
+    x, u = random_state(robot, rng), rng.normal(size=robot.nj)
+    data = dyn.create_data()
+    dyn.calc(data, x, u, np.r_[np.zeros(10), ACTUATOR_P])
+    model = robot.model.copy()
+    groups = [0 if "hip" in n else (1 if "thigh" in n else 2) for n in robot.joint_names]
+    model.armature[6:] = ACTUATOR_P[6:9][groups]
+    dq = x[robot.nq + 6 :]
+    loss = ACTUATOR_P[0:3][groups] * dq + ACTUATOR_P[3:6][groups] * np.tanh(dq / 0.05)
+    ref = pin.aba(model, model.createData(), x[: robot.nq], x[robot.nq :], np.r_[np.zeros(6), u - loss])
+    np.testing.assert_allclose(data.a, ref, atol=1e-10)
+    assert robot.model.armature[6] == 0.0  # the shared model is untouched
 
 
 @pytest.mark.parametrize("contacts, impulse, ref", PHASES + RESETS)
@@ -267,3 +308,22 @@ def test_four_feet_with_impulse_no_nan(robot):
         pin.updateFramePlacements(model, pdata)
         jac = np.vstack([pin.getFrameJacobian(model, pdata, fid, LOCAL)[:3] for fid in robot.foot_frame_ids])
         assert np.abs(jac @ data.vdyn).max() < 1e-5
+
+
+def test_torque_noise_covariance_is_the_pushed_forward_torque_noise(robot):
+    """dt² (da/dtau_j) diag(σ²) (da/dtau_j)ᵀ + floor² 1 against central differences of v' in the joint torques."""
+    rng = np.random.default_rng(8)
+    dyn = PhaseDynamicsModel(robot, FEET[:3], 0.01, FEET[:1])
+    x, u = random_state(robot, rng), rng.normal(size=robot.nj)
+    data = dyn.create_data()
+    dyn.calc_diff(data, x, u, PI)
+    std = np.linspace(0.1, 0.3, robot.nj)
+    cov = dyn.velocity_noise_covariance(data, std, 0.01)
+
+    def vnext(uu):
+        d = dyn.create_data()
+        dyn.calc(d, x, uu, PI)
+        return d.xnext[robot.nq :].copy()
+
+    jac = numdiff.jacobian(vnext, u) * std
+    np.testing.assert_allclose(cov, jac @ jac.T + 1e-4 * np.eye(robot.nv), atol=1e-7 * np.abs(cov).max())

@@ -9,6 +9,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
+from mcoe_ros.multibody.actuator import ActuatorModel, ParameterLayout
 from mcoe_ros.multibody.interval import IntervalModelCache, MultibodyIntervalData, MultibodyIntervalModel
 from mcoe_ros.multibody.measurements import (
     ImuAngularVelocity,
@@ -26,6 +27,7 @@ from mcoe_ros.ocp.interval import IntervalModel
 
 FEET = ("FL_foot", "FR_foot", "RL_foot", "RR_foot")
 PI = np.array([2.0, 0.1, -0.05, 0.2, 0.05, 0.001, 0.06, 0.002, 0.003, 0.07])
+PI_CHECK = PI  #: the parameter vector check_interval_fd evaluates at
 WORST = numdiff.WorstErrors(tolerance=1e-5)
 
 
@@ -71,8 +73,9 @@ def check_interval_fd(model: MultibodyIntervalModel, x: np.ndarray, u: np.ndarra
     data, fd_data = model.create_data(), model.create_data()
     for d in (data, fd_data):
         d.u[:], d.z[:] = u, z
-    model.calc_diff(data, x, PI)
-    model.calc(fd_data, x, PI)
+    pi = PI_CHECK
+    model.calc_diff(data, x, pi)
+    model.calc(fd_data, x, pi)
     np.testing.assert_allclose(fd_data.r, data.r, atol=1e-12)
     np.testing.assert_allclose(fd_data.xnext, data.xnext, atol=1e-12)
 
@@ -80,16 +83,46 @@ def check_interval_fd(model: MultibodyIntervalModel, x: np.ndarray, u: np.ndarra
         model.calc(fd_data, xx, pp)
         return fd_data.xnext.copy(), fd_data.r.copy()
 
-    fx, rx = numdiff.jacobian(lambda xx: evaluate(xx, PI), x, state=state, output_states=[state, None])
-    fp, rp = numdiff.jacobian(lambda pp: evaluate(x, pp), PI, output_states=[state, None])
+    fx, rx = numdiff.jacobian(lambda xx: evaluate(xx, pi), x, state=state, output_states=[state, None])
+    fp, rp = numdiff.jacobian(lambda pp: evaluate(x, pp), pi, output_states=[state, None])
     WORST.record(f"interval {tag} Fx", data.Fx, fx)
     WORST.record(f"interval {tag} Fp", data.Fp, fp)
     for meas, rs in zip(model.measurements, model.r_slices, strict=True):
         name = type(meas).__name__
         WORST.record(f"{name} Rx", data.Rx[rs], rx[rs])
         WORST.record(f"{name} Rp", data.Rp[rs], rp[rs])
-        if not meas.uses_acceleration:
+        if not meas.depends_on_pi:
             assert not np.any(data.Rp[rs])
+
+
+@pytest.mark.parametrize("contacts, impulse", [((), ()), (FEET[:2], ()), (FEET, FEET[2:])])
+def test_fd_with_biases_and_actuator_parameters(robot, contacts, impulse):
+    """pi = [payload, actuator (9), gyro bias, accelerometer bias]: every Rp column, the bias columns exactly -W."""
+    rng = np.random.default_rng(300 + len(contacts) + 10 * len(impulse))
+    act = ActuatorModel(robot)
+    layout = ParameterLayout(n_actuator=act.n_params, gyro_bias=True, acc_bias=True)
+    meas = [
+        JointPosition(robot, std=0.01),
+        ImuAngularVelocity(robot, std=0.02, bias=layout.gyro),
+        ImuOrientation(robot, std=0.05),
+        ImuSpecificForce(robot, std=0.1, bias=layout.acc),
+    ]
+    model = MultibodyIntervalModel(robot, contacts, 0.01, meas, impulse, actuator=act, layout=layout)
+    assert model.npi == 25 and layout.gyro == slice(19, 22) and layout.acc == slice(22, 25)
+    pi = np.r_[PI, 0.8, 1.2, 1.5, 0.15, 0.2, 0.25, 0.008, 0.01, 0.012, 0.01, -0.02, 0.005, 0.05, -0.03, 0.1]
+    x = random_state(robot, rng)
+    x[robot.nq + 6 :] *= 0.05
+    global PI_CHECK
+    PI_CHECK = pi
+    try:
+        check_interval_fd(model, x, rng.normal(size=robot.nj), random_z(model, rng), "biased " + str(len(contacts)))
+    finally:
+        PI_CHECK = PI
+    data = model.create_data()
+    model.calc_diff(data, x, pi)
+    gyro_rows, acc_rows = model.r_slices[1], model.r_slices[3]
+    np.testing.assert_allclose(data.Rp[gyro_rows, layout.gyro], -meas[1].W)
+    np.testing.assert_allclose(data.Rp[acc_rows, layout.acc], -meas[3].W)
 
 
 @pytest.mark.parametrize(

@@ -362,3 +362,17 @@ def test_euclidean_parameter_blocks_stack_with_an_inertial_body():
     theta = par.theta(pis)
     assert par.ntheta == 13 and np.allclose(par.pi(theta), pis) and np.allclose(theta[10:], pis[10:])
     assert numdiff.relative_error(par.jacobian(theta), numdiff.jacobian(par.pi, theta)) <= 1e-6
+
+
+def test_parameter_random_walk_grows_the_covariance_and_keeps_the_mean():
+    rng = np.random.default_rng(3)
+    n = 12
+    a = rng.standard_normal((n, n))
+    prior = ArrivalPrior(np.zeros(6), np.zeros(6), a @ a.T + np.eye(n), rng.standard_normal(n))
+    variances = np.array([0.3, 0.05])
+    walked = prior.with_parameter_noise([1, 4], variances)
+    grow = np.zeros((n, n))
+    grow[[7, 10], [7, 10]] = variances
+    np.testing.assert_allclose(np.linalg.inv(walked.hessian), np.linalg.inv(prior.hessian) + grow, atol=1e-12)
+    mean = np.linalg.solve(prior.hessian, prior.gradient)
+    np.testing.assert_allclose(np.linalg.solve(walked.hessian, walked.gradient), mean, atol=1e-12)

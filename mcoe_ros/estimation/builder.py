@@ -1,4 +1,9 @@
-"""Window knots -> estimation problem: interval models per contact phase, inputs, initial guesses, shifts.
+"""Window knots -> estimation problem: the parameter vector, interval models per contact phase, inputs, initial
+guesses, shifts.
+
+Parameters theta = [body (10, inertial manifold) | actuator (n, log scale) | gyro bias (3) | accelerometer bias (3)]
+(:class:`EstimationParameters`, blocks as configured); pi = [payload (10) | the same Euclidean blocks]: with the
+'combined' body the manifold maps theta to the whole trunk + payload and pi holds its difference to the URDF trunk.
 
 A knot's interval model is chosen by its contact set: stance feet are rigid point contacts, a foot that lands
 (in contact now, not at the previous knot) starts a reset interval with the impulse map applied to the whole new
@@ -16,7 +21,9 @@ import pinocchio as pin
 
 from mcoe_ros.estimation.config import EstimatorConfig
 from mcoe_ros.estimation.window import GridKnot
+from mcoe_ros.multibody.actuator import ActuatorModel, ParameterLayout
 from mcoe_ros.multibody.imu import base_motion, imu_mount
+from mcoe_ros.multibody.inertia import OffsetParametrization, make_parametrization, pi_from_com
 from mcoe_ros.multibody.interval import IntervalModelCache, MultibodyIntervalModel
 from mcoe_ros.multibody.measurements import (
     ImuAngularVelocity,
@@ -26,30 +33,98 @@ from mcoe_ros.multibody.measurements import (
     JointVelocity,
 )
 from mcoe_ros.multibody.robot import RobotModel
-from mcoe_ros.ocp.problem import ArrivalPrior, EstimationProblem
+from mcoe_ros.ocp.problem import (
+    ArrivalPrior,
+    EstimationProblem,
+    EuclideanParameters,
+    PositiveParameters,
+    StackedParametrization,
+)
+
+
+class EstimationParameters:
+    """The estimated parameters and their prior (see module docstring).
+
+    Attributes: ``layout`` (:class:`ParameterLayout` of pi), ``actuator`` (:class:`ActuatorModel` or None),
+    ``parametrization`` (:class:`StackedParametrization` theta -> pi), ``prior_theta`` (ntheta,),
+    ``prior_info`` (ntheta, ntheta) diagonal information, ``body_offset`` (10,) (URDF trunk for 'combined', else 0),
+    ``bias_indices`` / ``bias_walk`` (random-walk variance rate per index, 1/s) of the IMU biases in theta.
+    """
+
+    def __init__(self, robot: RobotModel, config: EstimatorConfig):
+        pay, act, bias = config.payload, config.actuator, config.imu_bias
+        self.actuator = ActuatorModel(robot, act.grouping, act.coulomb_smoothing) if act.enabled else None
+        n_act = self.actuator.n_params if self.actuator else 0
+        self.layout = ParameterLayout(n_actuator=n_act, gyro_bias=bias.enabled, acc_bias=bias.enabled)
+        body = make_parametrization(pay.parametrization)
+        self.body_offset = robot.nominal_body_pi() if pay.body == "combined" else np.zeros(10)
+        if pay.body == "combined":
+            body = OffsetParametrization(body, self.body_offset)
+        parts, mean, std = [body], [], []
+        prior_payload = pi_from_com(pay.prior_mass, np.array(pay.prior_com), np.diag(pay.prior_inertia))
+        mean.append(body.theta(prior_payload))
+        std.append(np.asarray(pay.prior_sigma, dtype=float))
+        if self.actuator:
+            g = self.actuator.n_groups
+            parts.append(PositiveParameters(n_act))
+            mean.append(np.log(np.repeat([act.prior_viscous, act.prior_coulomb, act.prior_rotor_inertia], g)))
+            std.append(np.full(n_act, act.log_sigma))
+        self.bias_indices = np.zeros(0, dtype=int)
+        self.bias_walk = np.zeros(0)
+        if bias.enabled:
+            parts += [EuclideanParameters(3), EuclideanParameters(3)]
+            mean += [np.zeros(3), np.zeros(3)]
+            std += [np.full(3, bias.gyro_prior_std), np.full(3, bias.accelerometer_prior_std)]
+            self.bias_indices = np.arange(self.layout.gyro.start, self.layout.acc.stop)
+            self.bias_walk = np.r_[np.full(3, bias.gyro_random_walk**2), np.full(3, bias.accelerometer_random_walk**2)]
+        self.parametrization = StackedParametrization(parts)
+        self.prior_theta = np.concatenate(mean)
+        self.prior_info = np.diag(np.concatenate(std) ** -2.0)
+
+    def body_pi(self, pi: np.ndarray) -> np.ndarray:
+        """The estimated physically consistent body (10,) of a pi: payload + offset."""
+        return pi[:10] + self.body_offset
 
 
 class ProblemBuilder:
     """Builds and shifts the window's estimation problem (see module docstring)."""
 
-    def __init__(self, robot: RobotModel, config: EstimatorConfig, parametrization):
+    def __init__(self, robot: RobotModel, config: EstimatorConfig, parameters: EstimationParameters):
         self.robot = robot
         noise = config.noise
         self.impulse = config.grid.impulse_on_touchdown
-        self.param = parametrization
+        self.parameters = parameters
+        layout = parameters.layout
         measurements = [
             JointPosition(robot, std=noise.joint_position),
             JointVelocity(robot, std=noise.joint_velocity),
-            ImuAngularVelocity(robot, std=noise.gyro),
+            ImuAngularVelocity(robot, std=noise.gyro, bias=layout.gyro),
             ImuOrientation(robot, std=noise.orientation),
-            ImuSpecificForce(robot, std=noise.accelerometer),
+            ImuSpecificForce(robot, std=noise.accelerometer, bias=layout.acc),
         ]
-        self.models = IntervalModelCache(robot, config.grid.dt, measurements, foot_velocity_std=noise.foot_velocity)
+        self.models = IntervalModelCache(
+            robot,
+            config.grid.dt,
+            measurements,
+            foot_velocity_std=noise.foot_velocity,
+            actuator=parameters.actuator,
+            layout=layout,
+        )
         nv = robot.nv
         #: process-noise coordinates (None: all), information W (diagonal) and initial arrival information
+        self.noise_model = None
         if noise.process_model == "velocity":
             self.noise_dims = np.arange(nv, 2 * nv)
             self.noise_info = np.full(nv, noise.process_velocity**-2.0)
+            if noise.joint_torque > 0.0:
+                torque_std = np.full(robot.nj, noise.joint_torque)
+
+                def noise_model(knot) -> np.ndarray:
+                    dyn = knot.model.dynamics
+                    cov = dyn.velocity_noise_covariance(knot.data.dyn, torque_std, noise.process_velocity)
+                    return np.linalg.inv(cov)
+
+                self.noise_model = noise_model
         else:
             self.noise_dims = None
             self.noise_info = np.r_[
@@ -124,7 +199,8 @@ class ProblemBuilder:
         running, terminal = self.phase_models(knots, None)
         ndx = 2 * self.robot.nv
         prior = ArrivalPrior.independent(xs[0], self.arrival_info, ndx, theta, theta_info)
-        problem = EstimationProblem(running, terminal, prior, [self.param], self.noise_info, self.noise_dims)
+        param = self.parameters.parametrization
+        problem = EstimationProblem(running, terminal, prior, param, self.noise_info, self.noise_dims, self.noise_model)
         for k, knot in enumerate(knots):
             problem.set_knot(k, *self.knot_inputs(knot, problem.knots[k].model))
         return problem, xs

@@ -45,7 +45,10 @@ class NoiseConfig:
 
     ``process_model``: 'velocity' puts the process noise on the generalized velocities only (positions follow the
     velocities exactly through the integrator; the noise then enters the Riccati recursion with a trivial Jacobian,
-    half the size), 'full' on every tangent coordinate (positions get ``process_position``).
+    half the size), 'full' on every tangent coordinate (positions get ``process_position``). With 'velocity' its
+    covariance per interval is dt² (da/dtau) diag(joint_torque²) (da/dtau)ᵀ + process_velocity² 1: the reported joint
+    torques are an input with white noise (sensor noise, unmodelled actuator effects) whose effect on the motion
+    depends on the configuration and the contacts, plus unmodelled generalized forces.
     """
 
     joint_position: float = 0.002  #: rad
@@ -57,6 +60,7 @@ class NoiseConfig:
     process_model: str = "velocity"  #: one of PROCESS_NOISE_MODELS
     process_position: float = 1e-4  #: per grid step, m or rad (process_model 'full' only)
     process_velocity: float = 0.02  #: per grid step, m/s or rad/s
+    joint_torque: float = 0.0  #: white noise of the reported joint torques, N m (process_model 'velocity' only)
     arrival_position: float = 0.05  #: m or rad
     arrival_velocity: float = 0.5  #: m/s or rad/s
 
@@ -65,11 +69,20 @@ class NoiseConfig:
             raise ValueError(f"process noise model must be one of {PROCESS_NOISE_MODELS}, got {self.process_model!r}")
 
 
+PAYLOAD_BODIES = ("combined", "payload")
+
+
 @dataclass(frozen=True)
 class PayloadConfig:
-    """Payload estimator choice and prior (payload frame, see :mod:`mcoe_ros.multibody.inertia`)."""
+    """Payload estimator choice and prior (payload frame, see :mod:`mcoe_ros.multibody.inertia`).
+
+    ``body``: 'combined' estimates the payload's parent body as a whole (URDF trunk + payload, always physically
+    consistent) and reports the payload as its difference to the URDF trunk, which may be negative (a robot lighter
+    than its URDF); 'payload' estimates a separate physically consistent payload body (mass > 0). The prior below is
+    the payload's in both cases (added to the URDF trunk for 'combined')."""
 
     estimator: str = "oe"  #: one of PAYLOAD_ESTIMATORS
+    body: str = "combined"  #: one of PAYLOAD_BODIES
     parametrization: str = "exp-eigval"  #: inertial manifold ('exp-eigval', 'log-cholesky', 'plain')
     prior_mass: float = 1.0  #: kg
     prior_com: tuple[float, float, float] = (0.0, 0.0, 0.0)  #: m
@@ -83,10 +96,39 @@ class PayloadConfig:
     def __post_init__(self):
         if self.estimator not in PAYLOAD_ESTIMATORS:
             raise ValueError(f"payload estimator must be one of {PAYLOAD_ESTIMATORS}, got {self.estimator!r}")
+        if self.body not in PAYLOAD_BODIES:
+            raise ValueError(f"payload body must be one of {PAYLOAD_BODIES}, got {self.body!r}")
 
     @property
     def uses_rls(self) -> bool:
         return "rls" in self.estimator
+
+
+@dataclass(frozen=True)
+class ActuatorConfig:
+    """Actuator model identified with the payload (:class:`mcoe_ros.multibody.actuator.ActuatorModel`): viscous and
+    smoothed Coulomb friction and rotor inertia per joint type ('type') or per joint ('joint'). The parameters are
+    positive: they are estimated on a log scale, with log-normal priors (median, std of the logarithm)."""
+
+    enabled: bool = False
+    grouping: str = "type"
+    coulomb_smoothing: float = 0.05  #: rad/s
+    prior_viscous: float = 0.1  #: prior median, N m s/rad
+    prior_coulomb: float = 0.05  #: prior median, N m
+    prior_rotor_inertia: float = 0.002  #: prior median, kg m^2 (reflected, on top of robot.armature)
+    log_sigma: float = 2.0  #: prior std of the logarithm of every actuator parameter
+
+
+@dataclass(frozen=True)
+class ImuBiasConfig:
+    """Gyro and accelerometer biases estimated as parameters of the window (IMU frame), with a random walk between
+    windows (their prior's covariance grows by walk^2 x elapsed time at every shift)."""
+
+    enabled: bool = False
+    gyro_prior_std: float = 0.02  #: rad/s
+    accelerometer_prior_std: float = 0.1  #: m/s^2
+    gyro_random_walk: float = 1e-3  #: rad/s/sqrt(s)
+    accelerometer_random_walk: float = 1e-2  #: m/s^2/sqrt(s)
 
 
 @dataclass(frozen=True)
@@ -108,5 +150,7 @@ class EstimatorConfig:
     grid: GridConfig = field(default_factory=GridConfig)
     noise: NoiseConfig = field(default_factory=NoiseConfig)
     payload: PayloadConfig = field(default_factory=PayloadConfig)
+    actuator: ActuatorConfig = field(default_factory=ActuatorConfig)
+    imu_bias: ImuBiasConfig = field(default_factory=ImuBiasConfig)
     solver: SolverConfig = field(default_factory=SolverConfig)
     contact: ContactConfig = field(default_factory=ContactConfig)

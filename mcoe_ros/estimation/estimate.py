@@ -15,9 +15,10 @@ class Estimate:
     velocity in the base frame (body twist, as nav_msgs/Odometry expects). Covariances are 6x6 over
     (x, y, z, rot_x, rot_y, rot_z) with rotations as tangent-space (local) perturbations of the base, and
     over (v_x, v_y, v_z, w_x, w_y, w_z) for the twist. Payload: pi (10,) in the payload frame ``payload_frame``
-    (:mod:`mcoe_ros.multibody.inertia` order) with its 10x10 covariance; ``combined_pi`` is parent body + payload in
-    ``combined_frame`` (what an MPC model of the trunk needs); ``rls_payload_pi`` the RLS estimate when that
-    estimator runs and has enough data (else None).
+    (:mod:`mcoe_ros.multibody.inertia` order; with the 'combined' body the difference between the estimated trunk +
+    payload and the URDF trunk, which may have a negative mass) with its 10x10 covariance; ``combined_pi`` is parent
+    body + payload in ``combined_frame`` (what an MPC model of the trunk needs); ``rls_payload_pi`` the RLS estimate
+    when that estimator runs and has enough data (else None).
     """
 
     t: float  #: sensor time of the newest knot, s
@@ -39,6 +40,11 @@ class Estimate:
     rls_payload_pi: np.ndarray | None = None  #: (10,) RLS payload (modes rls, oe+rls) once it has data
     payload_frame: str = ""  #: frame of payload_pi
     combined_frame: str = ""  #: frame of combined_pi (the payload's parent body)
+    #: identified actuator parameters and their std ((n,), (n,)): viscous N m s/rad, Coulomb N m, rotor inertia
+    #: kg m^2 per joint group (:class:`mcoe_ros.multibody.actuator.ActuatorModel` order), None if not estimated
+    actuator: tuple[np.ndarray, np.ndarray] | None = None
+    #: IMU biases and their std ((6,), (6,)): gyro rad/s then accelerometer m/s^2, IMU frame; None if not estimated
+    imu_bias: tuple[np.ndarray, np.ndarray] | None = None
 
     def is_finite(self) -> bool:
         arrays = (

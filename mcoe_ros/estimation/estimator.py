@@ -25,14 +25,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pinocchio as pin
 
-from mcoe_ros.estimation.builder import ProblemBuilder
+from mcoe_ros.estimation.builder import EstimationParameters, ProblemBuilder
 from mcoe_ros.estimation.config import EstimatorConfig
 from mcoe_ros.estimation.diagnostics import OK, WARN, Diagnostics
 from mcoe_ros.estimation.estimate import Estimate
 from mcoe_ros.estimation.samples import InvalidSample, SampleStats, validate_imu, validate_joint
 from mcoe_ros.estimation.window import GridKnot, SlidingWindow
 from mcoe_ros.multibody.contact import ContactDetector
-from mcoe_ros.multibody.inertia import is_physically_consistent, make_parametrization, pi_from_com
+from mcoe_ros.multibody.inertia import is_physically_consistent
 from mcoe_ros.multibody.robot import RobotModel
 from mcoe_ros.ocp.solver import MCOESolver, SolverOptions
 from mcoe_ros.payload.online import OnlinePayloadRls
@@ -84,12 +84,12 @@ class Estimator:
         self.epoch: float | None = None  #: seconds subtracted from input times (float precision)
         detector = detector or ContactDetector(robot, config.contact)
         self.window = SlidingWindow(detector, self.dt, self.n_intervals + 1, grid.max_gap)
-        self.param = make_parametrization(config.payload.parametrization)
-        self.builder = ProblemBuilder(robot, config, self.param)
+        self.parameters = EstimationParameters(robot, config)
+        self.param = self.parameters.parametrization
+        self.builder = ProblemBuilder(robot, config, self.parameters)
         pay = config.payload
-        prior_pi = pi_from_com(pay.prior_mass, np.array(pay.prior_com), np.diag(pay.prior_inertia))
-        self.prior_theta = self.param.theta(prior_pi)
-        self.prior_theta_info = np.diag(np.asarray(pay.prior_sigma, dtype=float) ** -2.0)
+        self.prior_theta = self.parameters.prior_theta
+        self.prior_theta_info = self.parameters.prior_info
         sol = config.solver
         self.options = SolverOptions(
             rollout=sol.rollout,
@@ -110,7 +110,12 @@ class Estimator:
         self.rls = None
         if pay.uses_rls:
             self.rls = OnlinePayloadRls(
-                robot, self.dt, window=pay.rls_window, alpha=pay.rls_alpha, mu=pay.rls_forgetting
+                robot,
+                self.dt,
+                window=pay.rls_window,
+                alpha=pay.rls_alpha,
+                mu=pay.rls_forgetting,
+                offset=self.parameters.body_offset,
             )
         self.counters = Counters()
         self.last_status = "waiting for data"
@@ -211,7 +216,9 @@ class Estimator:
             position[2] = self.builder.standing_height(knots[0])
         problem, xs = self.builder.fresh_problem(knots, position, self.theta, self.theta_info)
         solver = MCOESolver(problem, replace(self.options))
-        guess = self.theta if self.rls_pi is None else self.param.theta(self.rls_pi)  # RLS warm start (oe+rls)
+        guess = self.theta.copy()
+        if self.rls_pi is not None:  # RLS warm start of the payload body (oe+rls)
+            guess[:10] = self.param.parts[0].theta(self.rls_pi)
         solver.set_guess(xs, None, guess)
         return solver
 
@@ -231,6 +238,12 @@ class Estimator:
             else:
                 running, terminal, inputs, terminal_input = self.builder.shift_arguments(knots, new_knots)
                 self.solver.shift(new_knots, running, terminal, inputs, terminal_input, self.builder.noise_info)
+                par = self.parameters
+                if par.bias_indices.size:  # sensor-bias random walk over the dropped knots' time
+                    prior = self.solver.problem.prior
+                    self.solver.problem.prior = prior.with_parameter_noise(
+                        par.bias_indices, par.bias_walk * (new_knots * self.dt)
+                    )
             solver = self.solver  # this tick's solver (reset_payload may drop self.solver meanwhile)
             result = solver.solve(max_iter=self.cold_iterations if cold else self.options.max_iter)
             failure = self._check(result)
@@ -256,6 +269,8 @@ class Estimator:
         # the next problem built from scratch starts from this payload belief
         self.theta = result.theta.copy()
         self.theta_info = np.linalg.pinv(est.theta_cov, rcond=1e-12, hermitian=True)
+        if self.parameters.actuator is not None:  # the contact detector explains the joint torques the same way
+            self.window.detector.set_actuator(self.parameters.actuator, result.pi[self.parameters.layout.actuator])
         self.last_good = est
         self.last_status = "ok"
         missed_deadline = cold and result.status == "max_time"
@@ -279,7 +294,7 @@ class Estimator:
             return "non-finite solution"
         if not all(np.all(np.isfinite(x)) for x in result.xs):
             return "non-finite trajectory"
-        if not is_physically_consistent(result.pi) or result.pi[0] > MAX_PAYLOAD_MASS:
+        if not is_physically_consistent(self.parameters.body_pi(result.pi)) or result.pi[0] > MAX_PAYLOAD_MASS:
             return "non-physical payload"
         return ""
 
@@ -300,7 +315,15 @@ class Estimator:
         twist_cov = cov[nv : nv + 6, nv : nv + 6]
         theta_cov = cov[ndx:, ndx:]
         dpi = self.param.jacobian(result.theta)
-        payload_cov = dpi @ theta_cov @ dpi.T
+        pi_cov = dpi @ theta_cov @ dpi.T
+        layout = self.parameters.layout
+        std = np.sqrt(np.clip(np.diag(pi_cov), 0.0, None))
+        extra_blocks = {}
+        if layout.actuator is not None:
+            extra_blocks["actuator"] = (result.pi[layout.actuator].copy(), std[layout.actuator])
+        if layout.gyro is not None:
+            bias = slice(layout.gyro.start, layout.acc.stop)
+            extra_blocks["imu_bias"] = (result.pi[bias].copy(), std[bias])
         return Estimate(
             t=knot.t + (self.epoch or 0.0),
             position=x[:3].copy(),
@@ -309,9 +332,9 @@ class Estimator:
             angular_velocity=x[nq + 3 : nq + 6].copy(),
             pose_cov=pose_cov,
             twist_cov=twist_cov,
-            payload_pi=result.pi.copy(),
-            payload_cov=payload_cov,
-            combined_pi=robot.combined_pi(result.pi),
+            payload_pi=result.pi[:10].copy(),
+            payload_cov=pi_cov[:10, :10],
+            combined_pi=robot.combined_pi(result.pi[:10]),
             theta=result.theta.copy(),
             theta_cov=theta_cov,
             contacts=tuple(knot.contacts),
@@ -327,6 +350,8 @@ class Estimator:
             rls_payload_pi=self.rls_pi,
             payload_frame=self.config.robot.payload_frame,
             combined_frame=robot.payload_parent_frame,
+            actuator=extra_blocks.get("actuator"),
+            imu_bias=extra_blocks.get("imu_bias"),
         )
 
     @staticmethod
@@ -366,4 +391,19 @@ class Estimator:
             window_restarts=self.window.restarts,
             rls_mass=float(self.rls_pi[0]) if self.rls_pi is not None else None,
             contact_phase=tuple(self.window.knots[-1].contacts) if self.window.knots else (),
+            extra=self._parameter_values(),
         )
+
+    def _parameter_values(self) -> dict[str, str]:
+        """The identified IMU biases and actuator parameters of the last good estimate (value ± std)."""
+        est, out = self.last_good, {}
+        if est is None:
+            return out
+        if est.imu_bias is not None:
+            (b, sd), axes = est.imu_bias, "xyz"
+            out.update({f"gyro_bias_{a}_rad_s": f"{b[i]:.5f} ± {sd[i]:.5f}" for i, a in enumerate(axes)})
+            out.update({f"accel_bias_{a}_m_s2": f"{b[3 + i]:.4f} ± {sd[3 + i]:.4f}" for i, a in enumerate(axes)})
+        if est.actuator is not None:
+            names = self.parameters.actuator.parameter_names()
+            out.update({name: f"{v:.4g} ± {d:.2g}" for name, v, d in zip(names, *est.actuator, strict=True)})
+        return out

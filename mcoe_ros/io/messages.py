@@ -87,7 +87,8 @@ def pose_with_covariance(est: Estimate, odom_frame: str) -> dict:
 
 def inertia_stamped(t: float, pi: np.ndarray, frame_id: str) -> dict:
     """geometry_msgs/InertiaStamped of a body with parameters pi (about the frame origin) -> about its CoM."""
-    mass, com, inertia = pi_about_com(pi) if pi[0] > 0 else (0.0, np.zeros(3), np.zeros((3, 3)))
+    # a 'combined' payload (estimated trunk + payload minus the URDF trunk) may have a negative mass
+    mass, com, inertia = pi_about_com(pi) if abs(pi[0]) > 1e-9 else (0.0, np.zeros(3), np.zeros((3, 3)))
     return {
         "header": header(t, frame_id),
         "inertia": {

@@ -167,6 +167,11 @@ PARAMETERS: tuple[Param, ...] = (
         "process noise on configuration per step, m or rad (process_model full)",
     ),
     Param(
+        "noise.joint_torque",
+        "estimator.noise.joint_torque",
+        "white noise of the reported joint torques, N m (process_model velocity)",
+    ),
+    Param(
         "noise.process_velocity",
         "estimator.noise.process_velocity",
         "process noise on velocity per step, m/s or rad/s",
@@ -206,6 +211,43 @@ PARAMETERS: tuple[Param, ...] = (
         "payload.rls_forgetting",
         "estimator.payload.rls_forgetting",
         "RLS: directional forgetting factor mu (1 = no forgetting)",
+    ),
+    Param(
+        "payload.body",
+        "estimator.payload.body",
+        "estimate trunk + payload as one body and report the difference to the URDF trunk, or a separate payload",
+        ("combined", "payload"),
+    ),
+    # actuator model
+    Param("actuator.enabled", "estimator.actuator.enabled", "identify joint friction and rotor inertia"),
+    Param(
+        "actuator.grouping",
+        "estimator.actuator.grouping",
+        "one parameter set per joint type or per joint",
+        ("type", "joint"),
+    ),
+    Param("actuator.coulomb_smoothing", "estimator.actuator.coulomb_smoothing", "Coulomb friction smoothing, rad/s"),
+    Param("actuator.prior_viscous", "estimator.actuator.prior_viscous", "prior median viscous friction, N m s/rad"),
+    Param("actuator.prior_coulomb", "estimator.actuator.prior_coulomb", "prior median Coulomb friction, N m"),
+    Param(
+        "actuator.prior_rotor_inertia",
+        "estimator.actuator.prior_rotor_inertia",
+        "prior median reflected rotor inertia on top of robot.armature, kg m^2",
+    ),
+    Param("actuator.log_sigma", "estimator.actuator.log_sigma", "prior std of the log of every actuator parameter"),
+    # IMU biases
+    Param("imu_bias.enabled", "estimator.imu_bias.enabled", "estimate gyro and accelerometer biases"),
+    Param("imu_bias.gyro_prior_std", "estimator.imu_bias.gyro_prior_std", "initial gyro bias std, rad/s"),
+    Param(
+        "imu_bias.accelerometer_prior_std",
+        "estimator.imu_bias.accelerometer_prior_std",
+        "initial accelerometer bias std, m/s^2",
+    ),
+    Param("imu_bias.gyro_random_walk", "estimator.imu_bias.gyro_random_walk", "gyro bias random walk, rad/s/sqrt(s)"),
+    Param(
+        "imu_bias.accelerometer_random_walk",
+        "estimator.imu_bias.accelerometer_random_walk",
+        "accelerometer bias random walk, m/s^2/sqrt(s)",
     ),
     # solver
     Param("solver.max_iterations", "estimator.solver.max_iterations", "solver iterations per tick"),

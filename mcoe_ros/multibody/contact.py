@@ -54,6 +54,8 @@ class ContactDetector:
                 joint = robot.model.parents[joint]
             self._leg_cols.append(np.array(sorted(cols)))
         self._mount = imu_mount(robot) if robot.nu_base else None
+        self._model = robot.model.copy()  #: own copy: the identified rotor inertia goes into its armature
+        self._actuator = None  #: (ActuatorModel, parameters) set by set_actuator
         self._q = robot.neutral()
         self._v = np.zeros(robot.nv)
         self._a = np.zeros(robot.nv)
@@ -81,14 +83,28 @@ class ContactDetector:
         a[nb:] = 0.0 if ddqj is None else ddqj
         return self.forces_from_state(q, v, a, tau)
 
+    def set_actuator(self, actuator, params: np.ndarray) -> None:
+        """Use an identified actuator model (:class:`mcoe_ros.multibody.actuator.ActuatorModel` and its parameters):
+        the joint torque is the reported torque minus the friction, and the rotor inertia is added (thread-safe
+        swap: the detector may run in another thread)."""
+        params = np.array(params, dtype=float)
+        armature = self.robot.model.armature.copy()
+        armature[self.robot.nu_base :] += actuator.rotor_inertia(params)
+        self._actuator = (actuator, params, armature)
+
     def forces_from_state(self, q: np.ndarray, v: np.ndarray, a: np.ndarray, tau: np.ndarray) -> np.ndarray:
         """Ground reaction forces (nfeet, 3), world axes, N, from a full state q (nq,), v (nv,), a (nv,) and the
         actuated-joint torques tau (nj,) (Pinocchio conventions; only the leg rows of the dynamics are used).
 
         Exact for any base linear velocity if a[:3] is the matching spatial acceleration (classical - w x v).
         """
-        model, data, nb = self.robot.model, self.data, self.robot.nu_base
+        model, data, nb = self._model, self.data, self.robot.nu_base
         self._tau[nb:] = tau
+        actuator = self._actuator
+        if actuator is not None:
+            act, params, armature = actuator
+            model.armature[:] = armature
+            self._tau[nb:] -= act.loss(v[nb:], params)
         rhs = pin.rnea(model, data, q, v, a) - self._tau  # = J^T f, leg rows
         pin.computeJointJacobians(model, data, q)
         pin.updateFramePlacements(model, data)

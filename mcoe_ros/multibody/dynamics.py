@@ -28,7 +28,15 @@ gains would add stiffness to f_x). kd acts on the foot velocity. kp acts only wh
 explicit world anchors ``data.anchors`` (n_contacts, 3); without anchors the contact is anchored at
 the foot's current position, whose position error is identically zero, so kp is (exactly) dropped.
 
-Torques: tau = [0_6, u] for a floating base, tau = u for a fixed base; u (nj,) in model joint order.
+Torques: tau = [0_6, u - loss(v+)] for a floating base (tau = u - loss for a fixed base); u (nj,) reported joint
+torques in model joint order, loss the actuator friction of :class:`mcoe_ros.multibody.actuator.ActuatorModel`
+(zero without an actuator model); its rotor inertia adds to the model copy's ``armature``.
+
+Parameters pi: the blocks of :class:`mcoe_ros.multibody.actuator.ParameterLayout` (payload body 10, actuator n,
+IMU biases, which the dynamics ignore). Actuator derivatives: the inverse-dynamics residual is linear in the actuator
+parameters with regressor Y_act (joint rows), so da/dp = -(da/dtau) Y_act like the payload's; the friction's velocity
+dependence adds (da/dtau)(-dloss/dv) to da/dv; the rotor inertia enters the impulse map like the payload
+(Y_imp,act = I_r columns times (v+ - v)).
 
 Derivatives: f_x via ``pin.computeConstraintDynamicsDerivatives`` / ``computeABADerivatives`` /
 ``computeImpulseDynamicsDerivatives`` chained with ``pin.dIntegrate``. f_pi (payload pi, 10 params in
@@ -58,6 +66,7 @@ from collections.abc import Sequence
 import numpy as np
 import pinocchio as pin
 
+from mcoe_ros.multibody.actuator import ActuatorModel, ParameterLayout
 from mcoe_ros.multibody.robot import RobotModel
 
 _REF_FRAMES = (pin.ReferenceFrame.LOCAL, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED)
@@ -82,7 +91,12 @@ class PhaseDynamicsModel:
         accuracy: float = 1e-10,
         max_iter: int = 10,
         restitution: float = 0.0,
+        actuator: ActuatorModel | None = None,
+        layout: ParameterLayout | None = None,
     ):
+        layout = layout or ParameterLayout(n_actuator=actuator.n_params if actuator else 0)
+        if (actuator.n_params if actuator else 0) != layout.n_actuator:
+            raise ValueError("parameter layout and actuator model disagree on the actuator block")
         for name in (*contacts, *impulse):
             if name not in robot.foot_names:
                 raise ValueError(f"unknown foot '{name}' (robot feet: {robot.foot_names})")
@@ -100,7 +114,9 @@ class PhaseDynamicsModel:
         self.restitution = float(restitution)
         model = robot.model
         self.nq, self.nv, self.nj = model.nq, model.nv, robot.nj
-        self.nx, self.ndx, self.npi = self.nq + self.nv, 2 * self.nv, 10
+        self.actuator, self.layout = actuator, layout
+        self.nx, self.ndx, self.npi = self.nq + self.nv, 2 * self.nv, layout.size
+        self.nominal_armature = robot.model.armature.copy()
         self.nc = 3 * len(self.contacts)  #: contact force size
         self.ni = 3 * len(self.impulse)  #: impulse size
         self.payload_joint = robot.payload_joint
@@ -110,6 +126,17 @@ class PhaseDynamicsModel:
         self.regressor_cols = slice(cols, cols + 10)  #: payload parent-joint columns of the regressor
         self.payload_to_joint = robot.payload_to_joint.copy()
         self.nominal_pi = robot.nominal_inertias[robot.payload_joint].toDynamicParameters().copy()
+
+    def velocity_noise_covariance(
+        self, data: PhaseDynamicsData, torque_std: np.ndarray, floor_std: float
+    ) -> np.ndarray:
+        """Covariance (nv, nv) of the next velocity caused by white joint-torque noise of std ``torque_std`` (nj,)
+        N m over the step, dt² (da/dtau_j) diag(σ²) (da/dtau_j)ᵀ, plus ``floor_std``² (m/s or rad/s) on every velocity
+        (unmodelled forces). Uses da/dtau of the last calc_diff (constrained in contact phases)."""
+        a_j = data.da_dtau[:, self.nv - self.nj :] * (self.dt * np.asarray(torque_std, dtype=float))
+        cov = a_j @ a_j.T
+        cov[np.diag_indices(self.nv)] += floor_std**2
+        return cov
 
     def _constraint_models(self, model: pin.Model, feet: Sequence[str], kp: float) -> pin.StdVec_RigidConstraintModel:
         cms = pin.StdVec_RigidConstraintModel()
@@ -134,10 +161,15 @@ class PhaseDynamicsModel:
         return PhaseDynamicsData(self)
 
     def set_payload(self, data: PhaseDynamicsData, pi: np.ndarray) -> None:
-        """Write parent body + payload pi (10,) into the data's own pin.Model copy (robot.model untouched)."""
+        """Write parent body + payload (pi's payload block) and the rotor inertia (actuator block) into the data's
+        own pin.Model copy (robot.model untouched)."""
+        if self.actuator is not None:
+            data.p_act[:] = pi[self.layout.actuator]
+            data.model.armature[self.nv - self.nj :] = self.nominal_armature[self.nv - self.nj :]
+            data.model.armature[self.nv - self.nj :] += self.actuator.rotor_inertia(data.p_act)
         if self.payload_on_universe:
             return
-        np.dot(self.payload_to_joint, pi, out=data.pi_joint)
+        np.dot(self.payload_to_joint, pi[:10], out=data.pi_joint)
         data.pi_joint += self.nominal_pi
         data.model.inertias[self.payload_joint] = pin.Inertia.FromDynamicParameters(data.pi_joint)
 
@@ -154,10 +186,9 @@ class PhaseDynamicsModel:
                 cm.joint2_placement = pin.SE3(np.eye(3), np.asarray(data.anchors[i], dtype=float))
 
     def _forward(self, data: PhaseDynamicsData, x: np.ndarray, u: np.ndarray, pi: np.ndarray, diff: bool) -> None:
-        model, nq = data.model, self.nq
+        model, nq, nb = data.model, self.nq, self.nv - self.nj
         self.set_payload(data, pi)
         q, v = x[:nq], x[nq:]
-        data.tau[self.nv - self.nj :] = u
         if self.impulse:
             data.vdyn[:] = pin.impulseDynamics(
                 model, data.pdata_imp, q, v, data.cmodels_imp, data.cdatas_imp, self.restitution, data.settings_imp
@@ -165,6 +196,9 @@ class PhaseDynamicsModel:
             data.impulse_c[:] = data.pdata_imp.impulse_c
         else:
             data.vdyn[:] = v
+        data.tau[nb:] = u
+        if self.actuator is not None:
+            data.tau[nb:] -= self.actuator.loss(data.vdyn[nb:], data.p_act)
         if self.contacts:
             self._set_anchors(data, q)
             data.a[:] = pin.constraintDynamics(
@@ -187,14 +221,16 @@ class PhaseDynamicsModel:
         self._forward(data, x, u, pi, diff=False)
 
     def calc_diff(self, data: PhaseDynamicsData, x: np.ndarray, u: np.ndarray, pi: np.ndarray) -> None:
-        """calc plus Fx (ndx, ndx), Fp (ndx, 10) and the intermediate Jacobians (tangent coordinates).
+        """calc plus Fx (ndx, ndx), Fp (ndx, npi) and the intermediate Jacobians (tangent coordinates).
 
-        Also fills da_dx (nv, ndx), da_dpi (nv, 10), dvdyn_dx (nv, ndx), dvdyn_dpi (nv, 10),
-        dlam_dx (nc, ndx), dlam_dpi (nc, 10) for the measurement models.
+        Also fills da_dx (nv, ndx), da_dtau (nv, nv), da_dpi (nv, npi), dvdyn_dx (nv, ndx), dvdyn_dpi (nv, npi),
+        dlam_dx (nc, ndx), dlam_dpi (nc, npi) for the measurement models (bias columns stay zero).
         """
         self._forward(data, x, u, pi, diff=True)
         model, nv, dt, cols, A = data.model, self.nv, self.dt, self.regressor_cols, self.payload_to_joint
+        nb, act = nv - self.nj, self.layout.actuator
         q, v = x[: self.nq], x[self.nq :]
+        data.dvdyn_dpi[:] = 0.0
         # reset map v+ = Delta(q, v; pi)
         if self.impulse:
             pdi = data.pdata_imp
@@ -207,44 +243,60 @@ class PhaseDynamicsModel:
             data.proj *= 1.0 / (1.0 + self.restitution)
             data.proj[np.diag_indices(nv)] += 1.0
             data.dvdyn_dx[:, nv:][np.diag_indices(nv)] += 1.0
-            if not self.payload_on_universe:
+            if not self.payload_on_universe or self.actuator is not None:
                 minv = pin.computeMinverse(model, data.aux, q)
+            if not self.payload_on_universe:
                 y1 = pin.computeJointTorqueRegressor(model, data.aux, q, data.zero_v, data.dv_imp(v))
                 data.y_imp[:] = y1[:, cols]
                 data.y_imp -= pin.computeJointTorqueRegressor(model, data.aux, q, data.zero_v, data.zero_v)[:, cols]
-                data.dvdyn_dpi[:] = -data.proj @ (minv @ (data.y_imp @ A))
+                data.dvdyn_dpi[:, :10] = -data.proj @ (minv @ (data.y_imp @ A))
+            if self.actuator is not None:  # rotor inertia in the impulse: M (v+ - v) = J^T Lambda
+                y_act = self.actuator.regressor(data.zero_v[nb:], data.dv_imp(v)[nb:])
+                data.dvdyn_dpi[:, act] = -data.proj @ (minv[:, nb:] @ y_act)
         # acceleration of the phase at (q, v+)
         if self.contacts:
             pin.computeConstraintDynamicsDerivatives(model, data.pdata, data.cmodels, data.cdatas, data.settings)
             pd = data.pdata
             a_q, a_v, a_tau = pd.ddq_dq, pd.ddq_dv, pd.ddq_dtau
+            l_v = pd.dlambda_dv
         else:
             pd = data.pdata
             a_q, a_v, a_tau = pd.ddq_dq, pd.ddq_dv, pd.Minv
-        if self.payload_on_universe:
-            data.da_dpi[:] = 0.0
-            data.dlam_dpi[:] = 0.0
-        else:
+        data.da_dtau[:] = a_tau
+        data.da_dpi[:] = 0.0
+        data.dlam_dpi[:] = 0.0
+        if not self.payload_on_universe:
             y = pin.computeJointTorqueRegressor(model, data.aux, q, data.vdyn, data.a)[:, cols] @ A
-            np.matmul(a_tau, y, out=data.da_dpi)
-            data.da_dpi *= -1.0
+            np.matmul(a_tau, y, out=data.da_dpi[:, :10])
+            data.da_dpi[:, :10] *= -1.0
             if self.contacts:
-                np.matmul(pd.dlambda_dtau, y, out=data.dlam_dpi)
-                data.dlam_dpi *= -1.0
+                np.matmul(pd.dlambda_dtau, y, out=data.dlam_dpi[:, :10])
+                data.dlam_dpi[:, :10] *= -1.0
+        if self.actuator is not None:
+            # tau = u - loss(v+; p): the loss's velocity dependence and the parameters' regressor
+            dloss = self.actuator.dloss_ddq(data.vdyn[nb:], data.p_act)
+            a_v = a_v.copy()
+            a_v[:, nb:] -= a_tau[:, nb:] * dloss
+            y_act = self.actuator.regressor(data.vdyn[nb:], data.a[nb:])
+            data.da_dpi[:, act] = -a_tau[:, nb:] @ y_act
+            if self.contacts:
+                l_v = l_v.copy()
+                l_v[:, nb:] -= pd.dlambda_dtau[:, nb:] * dloss
+                data.dlam_dpi[:, act] = -pd.dlambda_dtau[:, nb:] @ y_act
         if self.impulse:
             np.matmul(a_v, data.dvdyn_dx, out=data.da_dx)
             data.da_dx[:, :nv] += a_q
             data.da_dpi += a_v @ data.dvdyn_dpi
             if self.contacts:
-                np.matmul(pd.dlambda_dv, data.dvdyn_dx, out=data.dlam_dx)
+                np.matmul(l_v, data.dvdyn_dx, out=data.dlam_dx)
                 data.dlam_dx[:, :nv] += pd.dlambda_dq
-                data.dlam_dpi += pd.dlambda_dv @ data.dvdyn_dpi
+                data.dlam_dpi += l_v @ data.dvdyn_dpi
         else:
             data.da_dx[:, :nv] = a_q
             data.da_dx[:, nv:] = a_v
             if self.contacts:
                 data.dlam_dx[:, :nv] = pd.dlambda_dq
-                data.dlam_dx[:, nv:] = pd.dlambda_dv
+                data.dlam_dx[:, nv:] = l_v
         # v' = v+ + dt a ;  q' = q ⊕ dt v'
         fx, fp = data.Fx, data.Fp
         dvn_dx, dvn_dpi = fx[nv:], fp[nv:]
@@ -271,6 +323,7 @@ class PhaseDynamicsData:
         self.pdata = self.model.createData()  #: phase dynamics (aba / constraintDynamics)
         self.aux = self.model.createData()  #: regressor and M^-1
         self.pi_joint = np.zeros(10)
+        self.p_act = np.zeros(dyn.layout.n_actuator)  #: actuator parameters of the last call
         #: explicit world anchors (n_contacts, 3) in m, or None = current foot position (kp dropped)
         self.anchors: np.ndarray | None = None
         self.cmodels = dyn._constraint_models(self.model, dyn.contacts, 0.0)
@@ -300,14 +353,16 @@ class PhaseDynamicsData:
         self.dq = np.zeros(nv)
         self.xnext = np.zeros(nq + nv)
         self.Fx = np.zeros((ndx, ndx))
-        self.Fp = np.zeros((ndx, 10))
+        npi = dyn.npi
+        self.Fp = np.zeros((ndx, npi))
         self.da_dx = np.zeros((nv, ndx))
-        self.da_dpi = np.zeros((nv, 10))
+        self.da_dtau = np.zeros((nv, nv))  #: da/dtau (generalized forces) of the phase, after calc_diff
+        self.da_dpi = np.zeros((nv, npi))
         self.dvdyn_dx = np.zeros((nv, ndx))
         self.dvdyn_dx[:, nv:] = np.eye(nv)
-        self.dvdyn_dpi = np.zeros((nv, 10))
+        self.dvdyn_dpi = np.zeros((nv, npi))
         self.dlam_dx = np.zeros((dyn.nc, ndx))
-        self.dlam_dpi = np.zeros((dyn.nc, 10))
+        self.dlam_dpi = np.zeros((dyn.nc, npi))
         self.proj = np.zeros((nv, nv))
         self.y_imp = np.zeros((nv, 10))
 

@@ -340,6 +340,26 @@ class ExpEigenvalue(Parametrization):
 _PARAMETRIZATIONS = {cls.name: cls for cls in (ExpEigenvalue, LogCholesky, PlainPi)}
 
 
+class OffsetParametrization(Parametrization):
+    """pi = psi(theta) - offset: a body estimated as a whole (psi physically consistent, e.g. trunk + payload) and
+    reported relative to a known part of it (``offset`` (10,), e.g. the nominal trunk), which may come out with a
+    negative mass (a robot lighter than its URDF)."""
+
+    def __init__(self, inner: Parametrization, offset: np.ndarray):
+        self.inner = inner
+        self.offset = np.array(offset, dtype=float)
+        self.name = inner.name
+
+    def pi(self, theta: np.ndarray) -> np.ndarray:
+        return self.inner.pi(theta) - self.offset
+
+    def jacobian(self, theta: np.ndarray) -> np.ndarray:
+        return self.inner.jacobian(theta)
+
+    def theta(self, pi: np.ndarray) -> np.ndarray:
+        return self.inner.theta(np.asarray(pi, dtype=float) + self.offset)
+
+
 def make_parametrization(name: str) -> Parametrization:
     """Parametrization by name: 'exp-eigval', 'log-cholesky' or 'plain'."""
     try:

@@ -2,8 +2,9 @@
 
 ``MultibodyIntervalModel(robot, contacts, dt, measurements, impulse)`` implements
 :class:`mcoe_ros.ocp.interval.IntervalModel` for x = (q, v) (:class:`~mcoe_ros.multibody.state.StateMultibody`),
-pi = payload parameters (10,), u = joint torques (nj,) N m, z = concatenation of the measurements' slices (list
-order).
+pi = the parameter blocks of :class:`~mcoe_ros.multibody.actuator.ParameterLayout` (payload body 10, optional
+actuator model and IMU biases; ``actuator=`` and ``layout=`` go to the dynamics), u = reported joint torques (nj,)
+N m, z = concatenation of the measurements' slices (list order).
 
 Payload handling: every :class:`MultibodyIntervalData` owns (through its dynamics data) a copy of ``robot.model``
 whose payload-parent inertia is overwritten from the pi argument at every calc / calc_diff (nominal parent body +
@@ -54,7 +55,7 @@ class MultibodyIntervalModel(IntervalModel):
         self.dynamics = PhaseDynamicsModel(robot, contacts, dt, impulse, **dynamics_options)
         self.contacts, self.impulse, self.dt = self.dynamics.contacts, self.dynamics.impulse, self.dynamics.dt
         self.measurements = list(measurements)
-        self.npi = 10
+        self.npi = self.dynamics.npi
         self.nu = robot.nj
         self.z_slices: list[slice] = []  #: each measurement's slice of z
         self.r_slices: list[slice] = []  #: each measurement's slice of r / rows of Rx, Rp
@@ -89,6 +90,7 @@ class MultibodyIntervalModel(IntervalModel):
             pin.updateFramePlacements(model, c.kin_x)
 
     def calc(self, data: MultibodyIntervalData, x: np.ndarray, pi: np.ndarray) -> None:
+        data.collector.pi[:] = pi
         self.dynamics.calc(data.dyn, x, data.u, pi)
         data.xnext[:] = data.dyn.xnext
         self._kinematics(data, x, diff=False)
@@ -96,6 +98,7 @@ class MultibodyIntervalModel(IntervalModel):
             meas.calc(md, data.collector, x, data.z[zs])
 
     def calc_diff(self, data: MultibodyIntervalData, x: np.ndarray, pi: np.ndarray) -> None:
+        data.collector.pi[:] = pi
         self.dynamics.calc_diff(data.dyn, x, data.u, pi)
         data.xnext[:] = data.dyn.xnext
         data.Fx[:] = data.dyn.Fx

@@ -71,7 +71,13 @@ class MeasurementModel:
     nr: int
     needs_kinematics: bool = False  #: needs frame kinematics at (q, v) (c.kin_x)
     uses_acceleration: bool = False  #: needs the dynamics' acceleration (c.kin_acc, c.dyn)
+    bias: slice | None = None  #: an additive sensor bias in pi (c.pi[bias], see multibody.actuator.ParameterLayout)
     W: np.ndarray
+
+    @property
+    def depends_on_pi(self) -> bool:
+        """Rp != 0: the prediction depends on the parameters (dynamics or a bias)."""
+        return self.uses_acceleration or self.bias is not None
 
     def create_data(self, r: np.ndarray, rx: np.ndarray, rp: np.ndarray) -> MeasurementData:
         return MeasurementData(self, r, rx, rp)
@@ -81,7 +87,7 @@ class MeasurementModel:
         raise NotImplementedError
 
     def predict_diff(self, md: MeasurementData, c: IntervalCollector, x: np.ndarray) -> None:
-        """Fill md.h, md.dh_dx (and md.dh_dpi if uses_acceleration)."""
+        """Fill md.h, md.dh_dx (and md.dh_dpi if depends_on_pi)."""
         raise NotImplementedError
 
     def calc(self, md: MeasurementData, c: IntervalCollector, x: np.ndarray, z: np.ndarray) -> None:
@@ -94,7 +100,7 @@ class MeasurementModel:
         self.predict_diff(md, c, x)
         np.matmul(self.W, z - md.h, out=md.r)
         np.matmul(md.neg_W, md.dh_dx, out=md.Rx)
-        if self.uses_acceleration:
+        if self.depends_on_pi:
             np.matmul(md.neg_W, md.dh_dpi, out=md.Rp)
 
 
@@ -152,15 +158,26 @@ class JointVelocity(_ConstantJacobian):
 
 
 class _Frame3(MeasurementModel):
-    """A 3-vector measurement of a frame (default: the IMU frame); sets frame_id, nz = nr = 3, nv, W."""
+    """A 3-vector measurement of a frame (default: the IMU frame); sets frame_id, nz = nr = 3, nv, W, and an optional
+    additive bias read from pi (h += pi[bias], dh/dpi[:, bias] = 1)."""
 
-    def __init__(self, robot: RobotModel, frame_id: int | None, std, cov):
+    def __init__(self, robot: RobotModel, frame_id: int | None, std, cov, bias: slice | None = None):
         self.frame_id = robot.imu_frame_id if frame_id is None else int(frame_id)
         if self.frame_id < 0:
             raise ValueError("no IMU frame in the robot model")
         self.nz = self.nr = 3
         self.nv = robot.model.nv
         self.W = sqrt_information(3, std, cov)
+        if bias is not None and bias.stop - bias.start != 3:
+            raise ValueError("a frame measurement bias has 3 entries")
+        self.bias = bias
+
+    def _add_bias(self, md: MeasurementData, c: IntervalCollector, diff: bool) -> None:
+        if self.bias is None:
+            return
+        md.h += c.pi[self.bias]
+        if diff:
+            md.dh_dpi[:, self.bias] = np.eye(3)
 
 
 class _FrameVelocity(_Frame3):
@@ -171,21 +188,24 @@ class _FrameVelocity(_Frame3):
 
     def predict(self, md, c, x):
         md.h[:] = pin.getFrameVelocity(c.model, c.kin_x, self.frame_id, _LOCAL).vector[self.rows]
+        self._add_bias(md, c, diff=False)
 
     def predict_diff(self, md, c, x):
-        self.predict(md, c, x)
+        md.h[:] = pin.getFrameVelocity(c.model, c.kin_x, self.frame_id, _LOCAL).vector[self.rows]
+        self._add_bias(md, c, diff=True)
         v_dq, v_dv = pin.getFrameVelocityDerivatives(c.model, c.kin_x, self.frame_id, _LOCAL)
         md.dh_dx[:, : self.nv] = v_dq[self.rows]
         md.dh_dx[:, self.nv :] = v_dv[self.rows]
 
 
 class ImuAngularVelocity(_FrameVelocity):
-    """Gyroscope: angular velocity of the IMU frame in the IMU frame, rad/s. z: (3,)."""
+    """Gyroscope: angular velocity of the IMU frame in the IMU frame, rad/s, plus the gyro bias when ``bias`` is the
+    slice of pi that holds it. z: (3,)."""
 
     rows = slice(3, 6)
 
-    def __init__(self, robot: RobotModel, std=0.01, cov=None, frame_id: int | None = None):
-        super().__init__(robot, frame_id, std, cov)
+    def __init__(self, robot: RobotModel, std=0.01, cov=None, frame_id: int | None = None, bias: slice | None = None):
+        super().__init__(robot, frame_id, std, cov, bias)
 
 
 class ImuLinearVelocity(_FrameVelocity):
@@ -257,7 +277,8 @@ class ImuOrientation(MeasurementModel):
 
 
 class ImuSpecificForce(_Frame3):
-    """Accelerometer: specific force of the IMU frame in the IMU frame, m/s^2. z: (3,).
+    """Accelerometer: specific force of the IMU frame in the IMU frame, m/s^2, plus the accelerometer bias when
+    ``bias`` is the slice of pi that holds it. z: (3,).
 
     f = R^T (p_ddot - g) = a_classical_LOCAL - R^T g, with a = FD(x, u; pi) of the interval's dynamics
     (so Rp != 0); classical = spatial linear + omega x v_linear. Derivatives chain the frame
@@ -267,14 +288,15 @@ class ImuSpecificForce(_Frame3):
     needs_kinematics = True
     uses_acceleration = True
 
-    def __init__(self, robot: RobotModel, std=0.1, cov=None, frame_id: int | None = None):
-        super().__init__(robot, frame_id, std, cov)
+    def __init__(self, robot: RobotModel, std=0.1, cov=None, frame_id: int | None = None, bias: slice | None = None):
+        super().__init__(robot, frame_id, std, cov, bias)
 
     def predict(self, md, c, x):
         kin = c.kin_acc
         rot = kin.oMf[self.frame_id].rotation
         acc = pin.getFrameClassicalAcceleration(c.model, kin, self.frame_id, _LOCAL).linear
         md.h[:] = acc - rot.T @ c.model.gravity.linear
+        self._add_bias(md, c, diff=False)
 
     def create_data(self, r, rx, rp):
         md = MeasurementData(self, r, rx, rp)
@@ -301,6 +323,7 @@ class ImuSpecificForce(_Frame3):
         else:
             md.dh_dx += df_dvd @ dyn.dvdyn_dx
             md.dh_dpi += df_dvd @ dyn.dvdyn_dpi
+        self._add_bias(md, c, diff=True)
 
 
 def default_measurements(robot: RobotModel) -> list[MeasurementModel]:

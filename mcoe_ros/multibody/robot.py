@@ -179,6 +179,11 @@ class RobotModel:
         pi_p = self.payload_pi if pi_payload is None else pi_payload
         return self.nominal_inertias[self.payload_joint].toDynamicParameters() + self.payload_to_joint @ pi_p
 
+    def nominal_body_pi(self) -> np.ndarray:
+        """The payload's parent body as in the URDF (10,), expressed like a payload (payload frame): the offset
+        between an estimated whole body (parent + payload) and the payload."""
+        return np.linalg.solve(self.payload_to_joint, self.nominal_inertias[self.payload_joint].toDynamicParameters())
+
     def combined_inertia(self, pi_payload: np.ndarray | None = None) -> pin.Inertia:
         """Parent body + payload as a pin.Inertia in the parent joint frame (what an MPC model needs)."""
         return pin.Inertia.FromDynamicParameters(self.combined_pi(pi_payload))

@@ -64,11 +64,32 @@ class EuclideanParameters:
         return np.array(pi, dtype=float)
 
 
+class PositiveParameters:
+    """pi = exp(theta) for a block of n parameters that must stay positive (e.g. friction coefficients, rotor
+    inertias); a Gaussian prior on theta is a log-normal prior on pi."""
+
+    def __init__(self, n: int):
+        self.size = int(n)
+
+    def pi(self, theta: np.ndarray) -> np.ndarray:
+        return np.exp(theta)
+
+    def jacobian(self, theta: np.ndarray) -> np.ndarray:
+        return np.diag(np.exp(theta))
+
+    def theta(self, pi: np.ndarray) -> np.ndarray:
+        pi = np.asarray(pi, dtype=float)
+        if np.any(pi <= 0.0):
+            raise ValueError("positive parameters need pi > 0")
+        return np.log(pi)
+
+
 class StackedParametrization:
     """pi = [psi_1(theta_1), ..., psi_b(theta_b)]: one smooth map per parameter block.
 
     ``parts`` are objects with ``pi(theta)``, ``jacobian(theta)``, ``theta(pi)`` and ``size`` (block length; 10 if
-    absent), e.g. the inertial manifolds of :mod:`mcoe_ros.multibody.inertia` or :class:`EuclideanParameters`.
+    absent), e.g. the inertial manifolds of :mod:`mcoe_ros.multibody.inertia`, :class:`EuclideanParameters` or
+    :class:`PositiveParameters`.
     """
 
     def __init__(self, parts: Sequence[object]):
@@ -131,6 +152,20 @@ class ArrivalPrior:
         if info_theta is not None:
             hess[ndx:, ndx:] = _as_information(info_theta, nth)
         return cls(np.array(x_bar, dtype=float), np.array(theta_bar, dtype=float), hess)
+
+    def with_parameter_noise(self, indices: Sequence[int], variances: np.ndarray) -> ArrivalPrior:
+        """The prior after independent random-walk noise of ``variances`` (k,) on the parameters theta[indices]
+        (e.g. slowly drifting sensor biases between two windows): the covariance of those entries grows by the
+        variances, the mean is unchanged. In information form (Woodbury, no inverse of H needed), with P the selection
+        of the entries and Q = diag(variances): H' = H - H P (Q⁻¹ + Pᵀ H P)⁻¹ Pᵀ H, g' = g - H P (Q⁻¹ + Pᵀ H P)⁻¹ Pᵀ g.
+        """
+        idx = len(self.hessian) - len(self.theta_bar) + np.asarray(indices, dtype=int)
+        hp = self.hessian[:, idx]
+        inner = hp[idx] + np.diag(1.0 / np.asarray(variances, dtype=float))
+        sol = np.linalg.solve(inner, np.column_stack([hp.T, self.gradient[idx]]))
+        hess = self.hessian - hp @ sol[:, :-1]
+        grad = self.gradient - hp @ sol[:, -1]
+        return ArrivalPrior(self.x_bar.copy(), self.theta_bar.copy(), hess, grad)
 
     def error(self, state, x0: np.ndarray, theta: np.ndarray) -> np.ndarray:
         """e (ndx + ntheta,) at (x0, theta)."""
@@ -210,6 +245,9 @@ class EstimationProblem:
         noise_info: process-noise information W = Σw^{-1}: scalar, (nw,), (nw, nw) or a list of N of those.
         noise_dims: the tangent coordinates that carry process noise (None: all ndx); a proper subset must lie in the
             Euclidean coordinates of the state (index ≥ ``state.q_block``), so that B = G exactly.
+        noise_model: optional ``noise_model(knot) -> W`` (nw, nw) evaluated from a knot's linearisation by
+            :meth:`refresh_noise` (state-dependent process noise, e.g. induced by joint-torque noise); W stays fixed
+            between refreshes so that costs within one solve are comparable.
     """
 
     def __init__(
@@ -220,6 +258,7 @@ class EstimationProblem:
         parametrization: StackedParametrization | Sequence[object],
         noise_info: np.ndarray | float | Sequence,
         noise_dims: Sequence[int] | None = None,
+        noise_model=None,
     ):
         self.state = terminal.state
         self.ndx = self.state.ndx
@@ -230,6 +269,7 @@ class EstimationProblem:
             raise ValueError(f"noise_dims must be Euclidean tangent coordinates in [{self._nv_block}, {self.ndx})")
         self.noise_dims = dims
         self.nw = int(dims.size)
+        self.noise_model = noise_model
         #: G (ndx, nw): noise coordinates -> tangent space; B = G exactly when the noise is not full
         self.noise_map = np.eye(self.ndx)[:, dims]
         if not isinstance(parametrization, StackedParametrization):
@@ -341,6 +381,20 @@ class EstimationProblem:
         np.matmul(g, nd.Fth, out=nd.C)
         np.matmul(emat, nd.gap, out=nd.fbar)
         return cost
+
+    def refresh_noise(self, ws: Sequence[np.ndarray]) -> float:
+        """Set every interval's W from ``noise_model`` at the current linearisation (after calc_diff); returns the
+        change of the total noise cost at the noises ``ws`` (0 without a noise model)."""
+        if self.noise_model is None:
+            return 0.0
+        delta = 0.0
+        for k, knot in enumerate(self.knots[:-1]):
+            w = ws[k]
+            before = float(w @ knot.W @ w)
+            knot.W[:] = self.noise_model(knot)
+            knot.W_sqrt[:] = Knot._sqrt(knot.W)
+            delta += 0.5 * (float(w @ knot.W @ w) - before)
+        return delta
 
     def set_theta(self, theta: np.ndarray) -> None:
         """Set ``self.pi`` = psi(theta) and ``self.dpi`` = dpi/dtheta."""

@@ -79,6 +79,7 @@ class SolverOptions:
     armijo: float = 1e-4
     nonmonotone_memory: int = 2
     nu_init: float = 1.0
+    refresh_noise: bool = True  #: re-evaluate a state-dependent noise model at the first linearisation of a solve
 
 
 @dataclass
@@ -291,6 +292,8 @@ class MCOESolver:
         for it in range(max_iter + 1):  # noqa: B007 - `it` is reported
             if recalc:
                 cost = p.calc_diff(self.xs, self.ws, self.theta)
+                if it == 0 and o.refresh_noise:
+                    cost += p.refresh_noise(self.ws)
                 gaps = np.array([nd.gap for nd in p.knots[:-1]]) if p.N else np.zeros((1, 1))
                 gap_l1 = float(np.abs(gaps).sum())
                 gap_inf = float(np.abs(gaps).max()) if gaps.size else 0.0

@@ -25,7 +25,11 @@ from mcoe_ros.payload.rls import RlsLogdet
 
 
 class OnlinePayloadRls:
-    """Payload parameters pi_p (10,) from the grid-knot stream (see module docstring)."""
+    """Payload parameters pi_p (10,) from the grid-knot stream (see module docstring).
+
+    ``offset`` (10,): estimate the body ``offset + pi_p`` as a whole (physically consistent, log-det prior at
+    ``offset + prior``) and report pi_p = body - offset, which may then have a negative mass (the 'combined' body of
+    the estimator: offset = the URDF trunk). None: pi_p itself is the consistent body."""
 
     def __init__(
         self,
@@ -37,13 +41,15 @@ class OnlinePayloadRls:
         mu: float = 1.0,
         prior: np.ndarray | None = None,
         min_updates: int = 50,
+        offset: np.ndarray | None = None,
     ):
         self.robot = robot
         self.regressor = PayloadRegressor(robot)
         self.n = sg_window_samples(window, dt, polyorder)
         self.smooth = savgol_coeffs(self.n, polyorder, deriv=0, use="dot")
         self.deriv = savgol_coeffs(self.n, polyorder, deriv=1, delta=dt, use="dot")
-        self.prior = default_prior() if prior is None else np.asarray(prior, dtype=float)
+        self.offset = np.zeros(10) if offset is None else np.asarray(offset, dtype=float)
+        self.prior = (default_prior() if prior is None else np.asarray(prior, dtype=float)) + self.offset
         self.rls = RlsLogdet(self.prior, n_bodies=1, alpha=alpha, mu=mu, max_iter=3)
         self.min_updates = min_updates
         self.buffer: deque = deque(maxlen=self.n)
@@ -64,7 +70,8 @@ class OnlinePayloadRls:
 
     @property
     def pi(self) -> np.ndarray:
-        return self.rls.theta.copy()
+        """The payload estimate pi_p (10,) (body - offset)."""
+        return self.rls.theta - self.offset
 
     def covariance(self) -> np.ndarray:
         """(10, 10) covariance of pi: the RLS inverse information (unit row weights) times the residual variance."""
@@ -96,6 +103,7 @@ class OnlinePayloadRls:
         )
         tau = self.smooth @ stack(lambda n: n.joint.tau)
         gamma, y = self.regressor.regress(q[0], v[0], a[0], tau, np.asarray(centre.contacts))
+        y = y + gamma @ self.offset  # Gamma (offset + pi_p) = y + Gamma offset
         res = y - gamma @ self.rls.theta  # prediction residual before the update
         self.updates += 1
         self.residual_var += (float(res @ res) / 6.0 - self.residual_var) / min(self.updates, 1000)

@@ -1,0 +1,74 @@
+"""The estimator's parameter vector: combined trunk + payload body, actuator model, IMU biases, torque noise."""
+
+import numpy as np
+import pytest
+
+from mcoe_ros.estimation.builder import EstimationParameters
+from mcoe_ros.estimation.config import ActuatorConfig, EstimatorConfig, ImuBiasConfig, NoiseConfig
+from mcoe_ros.io import messages
+from mcoe_ros.io.bag import iter_messages
+from mcoe_ros.io.feed import SensorFeed
+from mcoe_ros.io.params import node_config
+from mcoe_ros.multibody.inertia import is_physically_consistent, pi_about_com, pi_from_com
+from mcoe_ros.multibody.robot import RobotModel
+from mcoe_ros.testing.data import SAMPLE_BAG
+
+
+@pytest.fixture(scope="module")
+def robot():
+    return RobotModel()
+
+
+def test_parameter_blocks_layout_and_priors(robot):
+    cfg = EstimatorConfig(actuator=ActuatorConfig(enabled=True), imu_bias=ImuBiasConfig(enabled=True))
+    par = EstimationParameters(robot, cfg)
+    assert par.parametrization.ntheta == 25 and par.layout.size == 25
+    assert par.layout.actuator == slice(10, 19) and par.layout.gyro == slice(19, 22) and par.layout.acc == slice(22, 25)
+    pi0 = par.parametrization.pi(par.prior_theta)
+    np.testing.assert_allclose(pi0[10:13], 0.1)  # viscous friction prior median (log-normal)
+    np.testing.assert_allclose(pi0[19:], 0.0)
+    assert list(par.bias_indices) == list(range(19, 25)) and np.all(par.bias_walk > 0)
+    # the combined body is the URDF trunk + the payload prior, physically consistent
+    body = par.body_pi(pi0)
+    assert is_physically_consistent(body)
+    np.testing.assert_allclose(body - robot.nominal_body_pi(), pi0[:10], atol=1e-12)
+
+
+def test_combined_body_represents_a_robot_lighter_than_its_urdf(robot):
+    """A trunk 0.4 kg lighter than the URDF, no payload: a consistent body whose payload has negative mass, published
+    as such."""
+    par = EstimationParameters(robot, EstimatorConfig())
+    trunk = robot.nominal_body_pi()
+    mass, com, inertia = pi_about_com(trunk)
+    lighter = pi_from_com(mass - 0.4, com, 0.95 * inertia)
+    theta = par.parametrization.parts[0].theta(lighter - trunk)
+    payload = par.parametrization.parts[0].pi(theta)
+    assert payload[0] == pytest.approx(-0.4) and is_physically_consistent(par.body_pi(payload))
+    tree = messages.inertia_stamped(0.0, payload, "trunk")
+    assert tree["inertia"]["m"] == pytest.approx(-0.4)
+    assert np.isfinite([tree["inertia"]["com"][a] for a in "xyz"]).all()
+
+
+def test_estimator_with_every_parameter_block_runs_and_reports_them():
+    over = {"actuator.enabled": True, "imu_bias.enabled": True, "noise.joint_torque": 0.1}
+    over.update({"estimator.window": 0.06, "estimator.tick_period": 0.02, "solver.max_iterations": 1})
+    feed = SensorFeed(node_config(over))
+    out = []
+    for _topic, t_ns, msg in iter_messages(SAMPLE_BAG, ["low_state"]):
+        feed.low_state(msg, t_ns * 1e-9)
+        out += feed.poll()
+        if len(out) >= 6:
+            break
+    est = out[-1]
+    assert est.source == "oe" and est.is_finite()
+    assert est.actuator[0].shape == (9,) and np.all(est.actuator[0] > 0)  # positive by construction
+    assert est.imu_bias[0].shape == (6,) and np.all(np.isfinite(est.imu_bias[1]))
+    values = feed.diagnostics().key_values()
+    assert "gyro_bias_x_rad_s" in values and "rotor_inertia_calf" in values
+    knots = feed.estimator.solver.problem.knots
+    assert not np.allclose(knots[0].W, knots[0].W[0, 0] * np.eye(18))  # torque-induced noise: not isotropic
+
+
+def test_noise_config_validates_the_process_model():
+    with pytest.raises(ValueError, match="process noise model"):
+        NoiseConfig(process_model="both")
