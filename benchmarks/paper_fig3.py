@@ -6,7 +6,7 @@ identical data for both manifolds; no parameter prior (the paper omits ‖θ −
 at the true trajectory, parameters 70 % off (pi_0 = 1.7 pi_true: mass, first moment and inertia scaled);
 multiple-shooting rollout, max 200 iterations, tol_stop 1e-9, tol_gap 1e-8.
 Documented reduction: one 10-parameter body is estimated per system (the payload; for the quadrotor its single
-body), not every body as in the paper (the multibody node model carries one payload body).
+body), not every body as in the paper (the multibody interval model carries one payload body).
 
 Run: .venv/bin/python benchmarks/paper_fig3.py [--quick]
   --quick: seed 0 only. Full: seeds 0..9 (the figure shows seed 0, the table all seeds).
