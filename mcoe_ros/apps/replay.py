@@ -8,8 +8,8 @@ record-time order through the same :class:`mcoe_ros.io.feed.SensorFeed` the ROS 
 its record time goes through the feed's HeaderlessStamper; JointState and Imu use their header stamps). The output
 bag holds the node's output topics (:data:`mcoe_ros.io.messages.OUTPUTS`, under ``--namespace``, default ``/mcoe``)
 stamped with the input's sensor time: ``odom`` and ``pose`` at input rate (every input sample once the first solve is
-done), ``solve/odom`` and the payload topics at every solve. The JSON summary is bit-identical for the same bag and config: it holds no
-wall-clock values (solve timings are printed, not stored).
+done), ``solve/odom`` and the payload topics at every solve. The JSON summary is bit-identical for the same bag and
+config: it holds no wall-clock values (solve timings are printed, not stored).
 
 JSON keys: ``bag``, ``input_mode``, ``duration_s``, ``ticks``, ``held_ticks``, ``iterations_mean``,
 ``samples`` (accepted/rejected/repaired counts by reason), ``payload`` (mass_kg, mass_std_kg, com_m,

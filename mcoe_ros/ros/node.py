@@ -19,11 +19,12 @@ payload). The Python solver holds the GIL while it computes; the node lowers the
 :data:`GIL_SWITCH_INTERVAL` so that a sensor callback waits at most about that long for it.
 
 Outputs (relative names, so they follow the node namespace): ``odom`` (nav_msgs/Odometry), ``pose``
-(PoseWithCovarianceStamped) at input rate, ``solve/odom`` at solve rate, ``payload/inertia``, ``payload/combined_inertia`` (InertiaStamped),
-``payload/covariance`` (Float64MultiArray, 10x10) — the payload topics are transient local, so an MPC
-that subscribes late still gets the last value — ``payload/rls/inertia`` when the RLS estimator runs,
-``/diagnostics``, and TF odom -> base when ``tf2_ros`` is importable. Service ``payload/reset``
-(std_srvs/Trigger). Output stamps are the sensor time of the estimate, never wall time.
+(PoseWithCovarianceStamped) at input rate, ``solve/odom`` at solve rate, ``payload/inertia``,
+``payload/combined_inertia`` (InertiaStamped), ``payload/covariance`` (Float64MultiArray, 10x10) — the payload
+topics are transient local, so an MPC that subscribes late still gets the last value — ``payload/rls/inertia`` when
+the RLS estimator runs, ``/diagnostics``, and TF odom -> base when ``tf2_ros`` is importable. Service
+``payload/reset`` (std_srvs/Trigger). Output stamps are sensor times (of the input sample, or of the solve's newest
+node), never wall time.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ import time
 from collections import deque
 
 import numpy as np
-
 import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
