@@ -133,6 +133,45 @@ def check(odoms, payloads, t_first, out):
     assert np.all(np.diag(np.reshape(odoms[-1].pose.covariance, (6, 6))) > 0)
 
 
+def check_input_rate(odoms, topic):
+    """Odometry at input rate: stamps strictly increasing, each the stamp of an input sample, and at least half of
+    the input samples after the first odometry have one (the rest may be lost to a loaded machine's DDS queues)."""
+    got = np.array([o.header.stamp.sec * 1_000_000_000 + o.header.stamp.nanosec for o in odoms], dtype=np.int64)
+    assert np.all(np.diff(got) > 0)
+    t_first = next(iter_raw(SAMPLE, [topic]))[2]
+    sent = np.array(
+        [t for _topic, _type, t, _raw in iter_raw(SAMPLE, [topic]) if t - t_first <= DURATION * 1e9], dtype=np.int64
+    )  # the sample bag's header stamps are its record times
+    idx = np.clip(np.searchsorted(sent, got), 0, len(sent) - 1)
+    assert np.all(np.abs(sent[idx] - got) <= 1000)  # float seconds carry a stamp to < 1 us
+    assert len(got) >= 0.5 * np.count_nonzero(sent >= got[0]), (len(got), np.count_nonzero(sent >= got[0]))
+
+
+def test_odometry_writer_fills_the_same_messages_as_the_field_trees():
+    from geometry_msgs.msg import PoseWithCovarianceStamped, TransformStamped
+
+    from mcoe_ros.estimation.propagation import Odometry as OdometryState
+    from mcoe_ros.io import messages
+    from mcoe_ros.ros.convert import OdometryWriter, fill
+
+    rng = np.random.default_rng(3)
+    quat = rng.normal(size=4)
+    odo = OdometryState(
+        1700000012.345678,
+        *rng.normal(size=(1, 3)),
+        quat / np.linalg.norm(quat),
+        *rng.normal(size=(2, 3)),
+        rng.normal(size=(6, 6)),
+        rng.normal(size=(6, 6)),
+    )
+    writer = OdometryWriter("odom", "base")
+    writer.write(odo)
+    trees = messages.odometry_messages(odo, "odom", "base")
+    assert writer.odom == fill(Odometry(), trees["odom"])
+    assert writer.pose == fill(PoseWithCovarianceStamped(), trees["pose"])
+    assert writer.transform == fill(TransformStamped(), messages.transform(odo, "odom", "base"))
+
+
 def test_low_state_in_payload_and_odometry_out_with_sim_time():
     node = start_node("use_sim_time:=true", "input.mode:=low_state")
     try:
@@ -150,4 +189,5 @@ def test_joint_states_and_imu_in():
     finally:
         out = stop_node(node)
     check(odoms, payloads, t_first, out)
+    check_input_rate(odoms, "imu/data")
     assert "Traceback" not in out

@@ -23,15 +23,15 @@ def low_states(end: float):
 
 @pytest.fixture(scope="module")
 def replayed():
-    """0.6 s of the bag through the replay's loop: message, poll (solve + re-anchoring), odometry."""
+    """0.6 s of the bag through the replay's loop: message, odometry, poll (grid, solve, re-anchoring)."""
     feed = SensorFeed()
     odoms, estimates = [], []
     for t, msg in low_states(0.6):
         feed.low_state(msg, t)
-        estimates += feed.poll()
         odo = feed.odometry()
         if odo is not None:
             odoms.append(odo)
+        estimates += feed.poll()
     return feed, odoms, estimates
 
 
@@ -43,7 +43,7 @@ def test_one_output_per_sample_after_the_first_solve_with_the_input_stamps(repla
     imu_stamps = np.array([s.t for s in feed.estimator.window.imu.items]) + feed.estimator.epoch
     newer = imu_stamps[imu_stamps >= stamps[0]]
     assert len(newer) == len(stamps) and np.array_equal(newer, stamps)  # every sample, its own stamp
-    assert 0 <= odoms[0].t - estimates[0].t < 0.002 and odoms[0].age < 0.002  # from the first solve's node on
+    assert 0 < odoms[0].t - estimates[0].t < 0.004 and odoms[0].age < 0.004  # the sample after the first solve
     assert all(o.is_finite() for o in odoms)
 
 
@@ -71,6 +71,7 @@ def test_a_long_stretch_without_solves_then_a_warm_rebuild():
     for t, msg in samples:
         feed.low_state(msg, t)
         odoms.append(feed.odometry())
+        feed.advance()  # the grid, but no tick
         if odoms[-1].age > 0.4:
             break
     pos_var = [np.trace(o.pose_cov[:3, :3]) for o in odoms]
@@ -99,9 +100,11 @@ def test_split_re_anchoring_equals_the_synchronous_one():
     for t, msg in samples:
         for feed in feeds:
             feed.low_state(msg, t)
+            feed.odometry()
             if feed.estimator.propagator.track is None:
                 feed.poll()  # to the first solve, anchored synchronously
-            feed.odometry()
+            else:
+                feed.advance()
     est_a, est_b = (f.estimator for f in feeds)
     est_a.last_tick_n = est_b.last_tick_n = -(10**12)  # force a tick on the newest window
     tick_a, tick_b = est_a.due(), est_b.due()
@@ -111,11 +114,13 @@ def test_split_re_anchoring_equals_the_synchronous_one():
     for t, msg in more:
         feeds[1].low_state(msg, t)
         feeds[1].odometry()
+        feeds[1].advance()
     rebase.run()
     est_b.finish_rebase(rebase)
     for t, msg in more:
         feeds[0].low_state(msg, t)
         feeds[0].odometry()
+        feeds[0].advance()
     est_a.rebase(sol_a, tick_a)
     a, b = est_a.propagator.output(est_a.epoch), est_b.propagator.output(est_b.epoch)
     assert a.t == b.t and a.source == b.source == "propagated"
@@ -130,8 +135,8 @@ def test_a_solve_stopped_by_its_deadline_holds_the_payload_and_the_odometry_cont
     samples = low_states(0.5)
     for t, msg in samples:
         feed.low_state(msg, t)
-        out = feed.poll()
         feed.odometry()
+        out = feed.poll()
         if out:
             first = out[0]
             break
@@ -139,8 +144,8 @@ def test_a_solve_stopped_by_its_deadline_holds_the_payload_and_the_odometry_cont
     held = []
     for t, msg in samples:
         feed.low_state(msg, t)
-        held += feed.poll()
         feed.odometry()
+        held += feed.poll()
         if len(held) == 2:
             break
     assert est.counters.deadline_misses == 2 and all(h.solve["status"] == "max_time" for h in held)

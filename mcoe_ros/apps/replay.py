@@ -189,6 +189,13 @@ def run(
                 feed.joint_state(msg)
             else:
                 feed.imu(msg)
+            odo = feed.odometry()  # as the node: published before the grid advances and a tick runs
+            if odo is not None:
+                odometry.append((odo.t, odo.position, odo.quat_xyzw))
+                if writer is not None:
+                    for name, tree in messages.odometry_messages(odo, odom_frame, base_frame).items():
+                        msgtype = messages.OUTPUTS[name][0]
+                        writer.write(f"{ns}/{name}", msgtype, _ns(odo.t), build_msg(msgtype, tree))
             for e in feed.poll():
                 history.append(e)
                 if writer is not None:
@@ -196,13 +203,6 @@ def run(
                     for name, tree in messages.estimate_messages(e, odom_frame, base_frame).items():
                         msgtype = messages.OUTPUTS[name][0]
                         writer.write(f"{ns}/{name}", msgtype, t_out, build_msg(msgtype, tree))
-            odo = feed.odometry()  # after the solve: the output at this sample already uses it
-            if odo is not None:
-                odometry.append((odo.t, odo.position, odo.quat_xyzw))
-                if writer is not None:
-                    for name, tree in messages.odometry_messages(odo, odom_frame, base_frame).items():
-                        msgtype = messages.OUTPUTS[name][0]
-                        writer.write(f"{ns}/{name}", msgtype, _ns(odo.t), build_msg(msgtype, tree))
             if writer is not None and est.last_time:
                 if next_diag is None:
                     next_diag = est.last_time

@@ -125,6 +125,7 @@ class Estimator:
         noise = config.noise
         #: input-rate odometry: the newest solved state propagated through every newer sample
         self.propagator = Propagator(robot, noise.accelerometer, noise.gyro, noise.foot_velocity)
+        self._propagated_restarts = 0
         self.last_status = "waiting for data"
         self._knots_at_last_solve = 0
         self._restarted = False
@@ -182,7 +183,6 @@ class Estimator:
         self.window.advance()
         if self.window.restarts != restarts:
             self._restarted = True  # grid restarted (gap): the next solve rebuilds the problem
-            self.propagator.reset()  # no output across a sensor gap until the next solve
         new = min(self.window.n_created - created, len(self.window.knots))
         if self.rls is not None:
             for i in range(new, 0, -1):
@@ -191,7 +191,12 @@ class Estimator:
     def propagate(self) -> Odometry | None:
         """Step the input-rate odometry through the IMU samples accepted since the last call (each with the newest
         joint sample and the newest grid knot's contact flags) and return the newest output (None before the first
-        solve, after a sensor gap, or without a new sample). Cheap: call after every input message."""
+        solve, after a sensor gap, or without a new sample). Cheap: call after every input message, before
+        :meth:`advance` (whose contact detection is the expensive part of the sample path: the output does not wait
+        for it, and uses the contact flags of the knot before)."""
+        if self.window.restarts != self._propagated_restarts:  # a sensor gap: no output until the next solve
+            self._propagated_restarts = self.window.restarts
+            self.propagator.reset()
         imu, joints = self.window.imu.items, self.window.joints.items
         if not imu or not joints:
             return None

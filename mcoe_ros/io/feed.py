@@ -7,7 +7,7 @@ time with :class:`~mcoe_ros.io.convert.HeaderlessStamper`, routes them to
 counts every message it cannot convert. Ticks run either synchronously (:meth:`poll`, the replay) or split between a
 sample thread (:meth:`advance`) and a solve thread (:meth:`due` + :meth:`solve`, the ROS node).
 
-Two rates: :meth:`odometry` (after every input message) returns the input-rate
+Two rates: :meth:`odometry` (after every input message, before the grid advances) returns the input-rate
 :class:`~mcoe_ros.estimation.propagation.Odometry` (the newest solve propagated through the newer samples); a solve's
 :class:`~mcoe_ros.estimation.estimate.Estimate` carries the payload. :meth:`poll` re-anchors the odometry at every
 solve itself; the node splits that into :meth:`begin_rebase` / ``Rebase.run`` / :meth:`finish_rebase`.
@@ -82,9 +82,8 @@ class SensorFeed:
         self.estimator.advance()
 
     def odometry(self) -> Odometry | None:
-        """Advance the grid and step the input-rate odometry through the new samples (after every input message;
-        None before the first solve or without a new IMU sample)."""
-        self.estimator.advance()
+        """Step the input-rate odometry through the new samples (after every input message, before :meth:`advance`
+        or :meth:`poll`; None before the first solve or without a new IMU sample)."""
         return self.estimator.propagate()
 
     def due(self) -> TickInput | None:

@@ -45,7 +45,7 @@ from std_srvs.srv import Trigger
 from mcoe_ros.io import messages
 from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.io.params import NODE_NAME, PARAMETERS, ConfigError, node_config
-from mcoe_ros.ros.convert import fill, message_class
+from mcoe_ros.ros.convert import OdometryWriter, fill, message_class
 
 SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=500, reliability=ReliabilityPolicy.BEST_EFFORT)
 GIL_SWITCH_INTERVAL = 0.0005  #: s; Python's default 5 ms would let the solver thread delay a callback that long
@@ -83,8 +83,11 @@ class EstimatorNode(Node):
         self.feed = SensorFeed(self.config)
         sys.setswitchinterval(GIL_SWITCH_INTERVAL)
         self._latency = deque(maxlen=2000)  #: callback entry -> odom/pose/TF published, s
+        self._odom_lock = threading.Lock()  #: orders odom publications of the two threads (strictly newer stamps)
+        self._odom_t = -float("inf")  #: stamp of the last published odometry
         self.odom_frame = self.config.output.odom_frame
         self.base_frame = self.config.estimator.robot.base_frame
+        self._odom_writer = OdometryWriter(self.odom_frame, self.base_frame)
         self._last_error_log = 0.0
 
         self.publishers_ = {}
@@ -123,10 +126,12 @@ class EstimatorNode(Node):
             with self._lock:
                 fn(*args)
                 odo = self.feed.odometry()
-            self._wake.set()
-            if odo is not None:
+            if odo is not None:  # published before the grid advances: contact detection is the expensive part
                 self._publish_odometry(odo)
                 self._latency.append(time.perf_counter() - t0)
+            with self._lock:
+                self.feed.advance()
+            self._wake.set()
         except Exception as err:  # keep running on anything unexpected, but say so
             self.feed.count_error("internal_error", repr(err))
             self._log_error(f"estimator error: {err!r}")
@@ -149,6 +154,9 @@ class EstimatorNode(Node):
                     rebase.run()  # re-propagation through the buffered samples, outside the lock
                     with self._lock:
                         self.feed.finish_rebase(rebase)
+                        odo = self.feed.estimator.propagator.output(self.feed.estimator.epoch or 0.0)
+                    if odo is not None:  # e.g. the first solve, or a solve after the input stopped
+                        self._publish_odometry(odo)
                 self._publish(est)
             except Exception as err:  # the worker never dies; the failure is counted and logged
                 if not self._running or not self.context.ok():
@@ -205,10 +213,16 @@ class EstimatorNode(Node):
         if not odo.is_finite():
             self.feed.count_error("non_finite_output", "odometry suppressed")
             return
-        self._publish_trees(messages.odometry_messages(odo, self.odom_frame, self.base_frame))
-        if self.tf is not None:
-            tree = messages.transform(odo, self.odom_frame, self.base_frame)
-            self.tf.sendTransform(fill(message_class(messages.TF_TYPE)(), tree))
+        with self._odom_lock:  # only strictly newer stamps (the solve thread publishes one after re-anchoring)
+            if odo.t <= self._odom_t:
+                return
+            self._odom_t = odo.t
+            writer = self._odom_writer
+            writer.write(odo)
+            self.publishers_["odom"].publish(writer.odom)
+            self.publishers_["pose"].publish(writer.pose)
+            if self.tf is not None:
+                self.tf.sendTransform(writer.transform)
 
     def _publish_trees(self, trees: dict) -> None:
         for name, tree in trees.items():
