@@ -126,7 +126,9 @@ def check(odoms, payloads, t_first, out):
         p = o.pose.pose.position
         assert all(math.isfinite(v) for v in (p.x, p.y, p.z, *o.pose.covariance, *o.twist.covariance))
         stamp = o.header.stamp.sec * 1_000_000_000 + o.header.stamp.nanosec
-        assert t_first <= stamp <= t_first + int((DURATION + 0.1) * 1e9)  # sensor time of the bag
+        # sensor time of the bag, not wall time; input-rate odometry carries the input stamps, and a loaded node that
+        # falls behind a headerless LowState stream stamps its backlog ahead of /clock (HeaderlessStamper)
+        assert t_first <= stamp <= t_first + int((DURATION + 2.0) * 1e9)
         assert o.header.frame_id == "odom" and o.child_frame_id == "base"
     mass = payloads[-1].inertia.m
     assert abs(mass - 7.2) / 7.2 < 0.10, f"payload mass {mass:.3f} kg; node output:\n{out}"
