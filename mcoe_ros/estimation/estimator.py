@@ -39,6 +39,7 @@ from mcoe_ros.ocp.solver import MCOESolver, SolverOptions
 from mcoe_ros.payload.online import OnlinePayloadRls
 
 MAX_PAYLOAD_MASS = 200.0  #: kg; a solve claiming more is treated as diverged
+REBUILD_ITERATIONS = 3  #: at least this many for a warm rebuild (a new problem, but warm: not max_iterations_cold)
 
 
 @dataclass
@@ -298,7 +299,7 @@ class Estimator:
         t_wall = time.perf_counter()
         try:
             # more than a window since the previous solve (a slow machine): rebuild the problem, warm from the
-            # odometry and the payload belief, and iterate as a warm tick would
+            # odometry and the payload belief, with a warm iteration budget
             rebuild = self.solver is not None and new_knots > self.n_intervals and self.last_good is not None
             cold = self.solver is None or new_knots > self.n_intervals
             if cold:
@@ -315,7 +316,12 @@ class Estimator:
                         par.bias_indices, par.bias_walk * (new_knots * self.dt)
                     )
             solver = self.solver  # this tick's solver (reset_payload may drop self.solver meanwhile)
-            result = solver.solve(max_iter=self.cold_iterations if cold else self.options.max_iter)
+            iterations = self.options.max_iter
+            if cold:
+                iterations = self.cold_iterations
+            elif rebuild:
+                iterations = max(iterations, REBUILD_ITERATIONS)
+            result = solver.solve(max_iter=iterations)
             failure = self._check(result)
         except (np.linalg.LinAlgError, FloatingPointError) as err:
             result, failure = None, f"solver error: {err}"
