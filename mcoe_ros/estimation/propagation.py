@@ -103,7 +103,9 @@ class Propagator:
     """Keeps the newest solved state and advances it per input sample (see module docstring).
 
     robot: the estimator's robot; accel_std (m/s^2), gyro_std (rad/s), foot_velocity_std (m/s): the estimator's
-    noise levels; horizon: seconds of samples kept for re-anchoring (older ones cannot be anchored to anyway).
+    noise levels; horizon: seconds of samples kept for re-anchoring (older ones cannot be anchored to anyway);
+    use_accelerometer / use_legs: switch the accelerometer prediction (then constant velocity) or the stance-foot
+    update off (ablations, ``benchmarks/bench_propagation.py``).
     """
 
     def __init__(
@@ -113,6 +115,8 @@ class Propagator:
         gyro_std: float = 0.02,
         foot_velocity_std: float = 0.02,
         horizon: float = 2.0,
+        use_accelerometer: bool = True,
+        use_legs: bool = True,
     ):
         self.robot = robot
         self.mount = imu_mount(robot)
@@ -120,6 +124,7 @@ class Propagator:
         self.gyro_var = gyro_std**2
         self.foot_var = foot_velocity_std**2
         self.horizon = horizon
+        self.use_accelerometer, self.use_legs = use_accelerometer, use_legs
         self.entries: deque[Entry] = deque()
         self.track: Track | None = None
         self.correction = 0.0  #: m, of the last re-anchoring
@@ -160,7 +165,7 @@ class Propagator:
         imu = entry.imu
         base = base_motion(self.mount, imu.quat, imu.gyro - track.gyro_bias, imu.acc - track.acc_bias)
         rot = track.r_off @ base.rotation
-        acc = rot @ base.acc
+        acc = rot @ base.acc if self.use_accelerometer else np.zeros(3)
         p, v = track.p, track.v
         track.p = p + v * dt + (0.5 * dt * dt) * acc
         track.v = v + acc * dt
@@ -183,7 +188,7 @@ class Propagator:
         """Kalman update of v with the mean base velocity implied by the stance feet (still feet):
         v = -R_WB (v_f + w x p_f) averaged over the n stance feet, variance foot_velocity^2 / n."""
         n = sum(entry.contacts)
-        if n == 0:
+        if n == 0 or not self.use_legs:
             return
         robot, data = self.robot, scratch.data
         q, v = scratch.q, scratch.v
@@ -243,6 +248,16 @@ class Propagator:
             newer.append(entry)
         newer.reverse()
         return Rebase(self, track, newer)
+
+    def newer_than(self, seq: int) -> list[Entry]:
+        """The buffered samples after sample number ``seq`` (under the sample lock; cheap)."""
+        newer = []
+        for entry in reversed(self.entries):
+            if entry.seq <= seq:
+                break
+            newer.append(entry)
+        newer.reverse()
+        return newer
 
     def finish(self, rebase: Rebase) -> float:
         """Catch the re-anchored track up with the samples that arrived since :meth:`begin` and make it the
@@ -320,10 +335,13 @@ class Rebase:
     track: Track
     entries: list[Entry]
 
-    def run(self) -> None:
+    def run(self, entries: list[Entry] | None = None) -> None:
+        """Step the new track through the snapshot (or through ``entries``, e.g. a later
+        :meth:`Propagator.newer_than`, to shorten what :meth:`Propagator.finish` does under the lock)."""
         prop = self.propagator
-        for entry in self.entries:
-            prop.step(self.track, entry, prop.rebase_scratch)
+        for entry in self.entries if entries is None else entries:
+            if entry.seq > self.track.last_seq:
+                prop.step(self.track, entry, prop.rebase_scratch)
 
 
 class Scratch:

@@ -152,6 +152,12 @@ class EstimatorNode(Node):
                     rebase = self.feed.begin_rebase(est, tick)
                 if rebase is not None:
                     rebase.run()  # re-propagation through the buffered samples, outside the lock
+                    for _ in range(3):  # and through most of the samples that arrived meanwhile
+                        with self._lock:
+                            newer = self.feed.estimator.propagator.newer_than(rebase.track.last_seq)
+                        if len(newer) <= 2:
+                            break
+                        rebase.run(newer)
                     with self._lock:
                         self.feed.finish_rebase(rebase)
                         odo = self.feed.estimator.propagator.output(self.feed.estimator.epoch or 0.0)
