@@ -17,6 +17,7 @@ import os
 import time
 
 import numpy as np
+import pinocchio as pin
 
 from mcoe_ros.estimation.propagation import Propagator
 from mcoe_ros.io.bag import iter_messages
@@ -28,6 +29,7 @@ VARIANTS = {
     "imu+legs (default)": {},
     "imu only": {"use_legs": False},
     "legs only": {"use_accelerometer": False},
+    "imu+legs, IMU orientation": {"integrate_gyro": False},
 }
 
 
@@ -62,7 +64,7 @@ def evaluate(feed, solves, entries, variant: dict, horizons: list[float]) -> dic
     times = np.array([k.t for _e, k in solves])
     out = {}
     for h in horizons:
-        dp, dv = [], []
+        dp, dv, dr = [], [], []
         for est_i, knot_i in solves:
             j = int(np.searchsorted(times, knot_i.t + h - 1e-9))
             if j >= len(solves) or abs(times[j] - knot_i.t - h) > 1e-6:
@@ -74,7 +76,10 @@ def evaluate(feed, solves, entries, variant: dict, horizons: list[float]) -> dic
             est_j = solves[j][0]
             dp.append(np.linalg.norm(track.p - est_j.position))
             dv.append(np.linalg.norm(track.rot.T @ track.v - est_j.linear_velocity))
-        out[h] = (1e3 * np.median(dp), 1e3 * np.max(dp), np.median(dv), len(dp))
+            q = est_j.quat_xyzw
+            rot_j = pin.Quaternion(q[3], q[0], q[1], q[2]).toRotationMatrix()
+            dr.append(np.degrees(np.linalg.norm(pin.log3(rot_j.T @ track.rot))))
+        out[h] = (1e3 * np.median(dp), 1e3 * np.max(dp), np.median(dv), np.median(dr), len(dp))
     return out
 
 
@@ -101,13 +106,14 @@ def main() -> None:
     feed, solves, entries = record(a.seconds, a.start)
     horizons = [0.05, 0.2, 0.4]
     print(f"{len(solves)} solves, {len(entries)} samples: {a.start:g} s to {a.start + a.seconds:g} s of the sample bag")
-    print(
-        "| variant | " + " | ".join(f"H = {h:g} s: position mm (median / max), velocity m/s" for h in horizons) + " |"
-    )
+    head = "position mm (median / max), velocity m/s, orientation deg (medians)"
+    print("| variant | " + " | ".join(f"H = {h:g} s: {head}" for h in horizons) + " |")
     print("|---|" + "---|" * len(horizons))
     for name, variant in VARIANTS.items():
         res = evaluate(feed, solves, entries, variant, horizons)
-        cells = [f"{res[h][0]:.2f} / {res[h][1]:.2f}, {res[h][2]:.3f} (n={res[h][3]})" for h in horizons]
+        cells = [
+            f"{res[h][0]:.2f} / {res[h][1]:.2f}, {res[h][2]:.3f}, {res[h][3]:.3f} (n={res[h][4]})" for h in horizons
+        ]
         print(f"| {name} | " + " | ".join(cells) + " |")
     wall, cpu = step_cost(feed, entries)
     print(f"step cost: {wall:.1f} us wall, {cpu:.1f} us CPU per sample")

@@ -10,9 +10,10 @@ newest sample is the *correction* (reported, m).
 
 Step (the IMU + leg-kinematics filter of :class:`mcoe_ros.estimation.leg_odometry.LegKinematicsEkf`, on the
 solve's state and with its biases; chosen over the estimator's own contact-dynamics process model by measurement,
-see ``docs/tworate.md``): orientation R_WB = R_off R_WB^imu(t), with the offset R_off = R_WB^solve (R_WB^imu(t_N))^T
-fixed at the anchor (the solve's yaw and any tilt correction, then the IMU's relative rotation); the base velocity
-v (world) and position p follow the accelerometer (a = R (f - b_a) + g with lever-arm terms), and v is updated with
+see ``docs/tworate.md``): orientation from the solve's, integrated with the gyro, R <- R exp(w dt) (or, with
+``integrate_gyro=False``, R = R_off R_WB^imu(t) with R_off = R_WB^solve (R_WB^imu(t_N))^T fixed at the anchor: the
+IMU's own orientation relative to the anchor, noisier); the base velocity v (world) and position p follow the
+accelerometer (a = R (f - b_a) + g with lever-arm terms), and v is updated with
 the mean kinematic base velocity of the stance feet (contact flags of the newest grid knot: the estimator's own
 detector) with variance foot_velocity^2 / n_stance. State (p, v) with covariance P (6x6, world axes); the
 orientation covariance grows by (gyro std dt)^2 per step. At the anchor P is the solve's marginal covariance of the
@@ -36,7 +37,7 @@ import pinocchio as pin
 
 from mcoe_ros.estimation.estimate import Estimate
 from mcoe_ros.estimation.samples import ImuSample, JointSample
-from mcoe_ros.multibody.imu import base_motion, cross, imu_mount
+from mcoe_ros.multibody.imu import GRAVITY, base_motion, cross, imu_mount
 from mcoe_ros.multibody.robot import RobotModel
 
 SOURCES = ("solve", "propagated")
@@ -104,8 +105,9 @@ class Propagator:
 
     robot: the estimator's robot; accel_std (m/s^2), gyro_std (rad/s), foot_velocity_std (m/s): the estimator's
     noise levels; horizon: seconds of samples kept for re-anchoring (older ones cannot be anchored to anyway);
-    use_accelerometer / use_legs: switch the accelerometer prediction (then constant velocity) or the stance-foot
-    update off (ablations, ``benchmarks/bench_propagation.py``).
+    use_accelerometer / use_legs / integrate_gyro: switch the accelerometer prediction (then constant velocity), the
+    stance-foot update or the gyro integration (then the IMU orientation) off (ablations,
+    ``benchmarks/bench_propagation.py``).
     """
 
     def __init__(
@@ -117,6 +119,7 @@ class Propagator:
         horizon: float = 2.0,
         use_accelerometer: bool = True,
         use_legs: bool = True,
+        integrate_gyro: bool = True,
     ):
         self.robot = robot
         self.mount = imu_mount(robot)
@@ -124,7 +127,7 @@ class Propagator:
         self.gyro_var = gyro_std**2
         self.foot_var = foot_velocity_std**2
         self.horizon = horizon
-        self.use_accelerometer, self.use_legs = use_accelerometer, use_legs
+        self.use_accelerometer, self.use_legs, self.integrate_gyro = use_accelerometer, use_legs, integrate_gyro
         self.entries: deque[Entry] = deque()
         self.track: Track | None = None
         self.correction = 0.0  #: m, of the last re-anchoring
@@ -164,8 +167,12 @@ class Propagator:
             return
         imu = entry.imu
         base = base_motion(self.mount, imu.quat, imu.gyro - track.gyro_bias, imu.acc - track.acc_bias)
-        rot = track.r_off @ base.rotation
-        acc = rot @ base.acc if self.use_accelerometer else np.zeros(3)
+        if self.integrate_gyro:
+            rot = track.rot @ pin.exp3(base.omega * dt)
+        else:
+            rot = track.r_off @ base.rotation
+        # specific force in world axes with this orientation, plus gravity (base.acc holds the IMU's own tilt)
+        acc = rot @ (base.acc - base.rotation.T @ GRAVITY) + GRAVITY if self.use_accelerometer else np.zeros(3)
         p, v = track.p, track.v
         track.p = p + v * dt + (0.5 * dt * dt) * acc
         track.v = v + acc * dt
