@@ -116,7 +116,8 @@ def run_graph(mode: str, duration: float) -> dict:
             proc.kill()
             out, _ = proc.communicate()
     stamps = np.array([m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec for _, m in odoms], dtype=np.int64)
-    n_inputs_after = sum(1 for t in sent if stamps.size and t >= stamps[0])
+    first_rx = odoms[0][0] if odoms else float("inf")
+    n_inputs_after = sum(1 for wall in sent.values() if wall >= first_rx)  # published after the first odom arrived
     result = {
         "inputs": len(sent),
         "odoms": len(odoms),
@@ -125,7 +126,8 @@ def run_graph(mode: str, duration: float) -> dict:
     }
     if mode == "joint_states" and odoms:
         keys = np.array(sorted(sent))
-        idx = np.clip(np.searchsorted(keys, stamps), 0, len(keys) - 1)
+        idx = np.clip(np.searchsorted(keys, stamps), 1, len(keys) - 1)
+        idx = np.where(np.abs(keys[idx - 1] - stamps) < np.abs(keys[idx] - stamps), idx - 1, idx)  # nearest
         matched = np.abs(keys[idx] - stamps) <= 1000  # float seconds carry the stamp to < 1 us
         result["stamps_equal_input"] = float(np.mean(matched))
         lat = np.array([rx - sent[int(keys[i])] for (rx, _), i, ok in zip(odoms, idx, matched, strict=True) if ok])
