@@ -56,6 +56,14 @@ def test_propagated_state_agrees_with_the_next_solve(replayed):
     assert corrections.max() < 0.005, corrections  # m; a solve per 50 ms of sensor time
 
 
+def test_a_solve_older_than_the_buffered_samples_does_not_re_anchor(replayed):
+    feed, _odoms, estimates = replayed
+    prop = feed.estimator.propagator
+    knot = feed.estimator.window.knots[-1]
+    assert prop.begin(estimates[-1], knot.imu, prop.entries[0].t - 0.1) is None
+    assert prop.begin(estimates[-1], knot.imu, prop.entries[0].t) is not None
+
+
 def test_a_long_stretch_without_solves_then_a_warm_rebuild():
     """0.4 s propagated without a solve (longer than the window): covariance grows monotonically, the position stays
     within 2 cm of the next solve, which rebuilds the window warm from the odometry instead of a cold start."""

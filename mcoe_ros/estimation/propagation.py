@@ -42,6 +42,7 @@ from mcoe_ros.multibody.robot import RobotModel
 
 SOURCES = ("solve", "propagated")
 HISTORY = 2000  #: track states kept for :meth:`Propagator.states_at` (4 s of 500 Hz samples)
+STALE_TOLERANCE = 0.01  #: s; a solve's node may precede the oldest buffered sample by this much
 
 
 @dataclass
@@ -116,7 +117,7 @@ class Propagator:
         accel_std: float = 0.3,
         gyro_std: float = 0.02,
         foot_velocity_std: float = 0.02,
-        horizon: float = 2.0,
+        horizon: float = 5.0,
         use_accelerometer: bool = True,
         use_legs: bool = True,
         integrate_gyro: bool = True,
@@ -245,8 +246,11 @@ class Propagator:
         track.history.append((t_local, track.p, track.v))
         return track
 
-    def begin(self, est: Estimate, anchor_imu: ImuSample, t_local: float) -> Rebase:
-        """Start re-anchoring at a solve (call under the sample lock; cheap): the new track and its samples."""
+    def begin(self, est: Estimate, anchor_imu: ImuSample, t_local: float) -> Rebase | None:
+        """Start re-anchoring at a solve (call under the sample lock; cheap): the new track and its samples. None if
+        the solve's node is older than the buffered samples (a solve slower than ``horizon``: too stale to use)."""
+        if self.entries and self.entries[0].t > t_local + STALE_TOLERANCE:
+            return None
         track = self.anchor(est, anchor_imu, t_local)
         newer = []
         for entry in reversed(self.entries):
@@ -283,12 +287,6 @@ class Propagator:
         self.correction = correction
         self.corrections.append(correction)
         return correction
-
-    def rebase(self, est: Estimate, anchor_imu: ImuSample, t_local: float) -> float:
-        """Synchronous re-anchoring (replay): begin, run, finish."""
-        rebase = self.begin(est, anchor_imu, t_local)
-        rebase.run()
-        return self.finish(rebase)
 
     def states_at(self, times: list[float]) -> list[tuple[np.ndarray, np.ndarray]] | None:
         """(p, v) world of the current track at its newest step at or before each local time (ascending times), or
