@@ -19,17 +19,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 
 import numpy as np
 
+from mcoe_ros.testing.node_process import start_node, stop_node
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "mcoe_ros", "data", "go1_sample")
-CONFIG = os.path.join(ROOT, "config", "go1.yaml")
 
 
 def step_cost(n: int = 2000) -> tuple[float, float]:
@@ -70,9 +68,7 @@ def run_graph(mode: str, duration: float) -> dict:
     classes = {"low_state": LowState, "joint_states": JointState, "imu/data": Imu}
     topics = ["low_state"] if mode == "low_state" else ["joint_states", "imu/data"]
     trigger = "low_state" if mode == "low_state" else "imu/data"
-    args = [sys.executable, "-m", "mcoe_ros.ros.node", "--ros-args", "--params-file", CONFIG, "-r", "__ns:=/mcoe"]
-    args += ["-p", f"input.mode:={mode}"]
-    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = start_node(f"input.mode:={mode}")
     ctx = rclpy.context.Context()
     rclpy.init(context=ctx)
     try:
@@ -109,12 +105,7 @@ def run_graph(mode: str, duration: float) -> dict:
         executor.shutdown()
     finally:
         rclpy.shutdown(context=ctx)
-        proc.send_signal(signal.SIGINT)
-        try:
-            out, _ = proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
+        out = stop_node(proc)
     stamps = np.array([m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec for _, m in odoms], dtype=np.int64)
     first_rx = odoms[0][0] if odoms else float("inf")
     n_inputs_after = sum(1 for wall in sent.values() if wall >= first_rx)  # published after the first odom arrived

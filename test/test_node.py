@@ -7,9 +7,6 @@ payload topic only after the node has published, and to odometry.
 
 import math
 import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -27,30 +24,13 @@ from sensor_msgs.msg import Imu, JointState  # noqa: E402
 from unitree_legged_msgs.msg import LowState  # noqa: E402
 
 from mcoe_ros.io.bag import iter_raw  # noqa: E402
+from mcoe_ros.testing.node_process import start_node, stop_node  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "mcoe_ros", "data", "go1_sample")
-CONFIG = os.path.join(ROOT, "config", "go1.yaml")
 DURATION = 4.0  # seconds of the sample bag played (squat-sway, 7.2 kg payload)
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 CLASSES = {"low_state": LowState, "joint_states": JointState, "imu/data": Imu}
-
-
-def start_node(*params):
-    args = [sys.executable, "-m", "mcoe_ros.ros.node", "--ros-args", "--params-file", CONFIG, "-r", "__ns:=/mcoe"]
-    for p in params:
-        args += ["-p", p]
-    return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def stop_node(proc):
-    proc.send_signal(signal.SIGINT)
-    try:
-        out, _ = proc.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-    return out
 
 
 def subscribe_late(ctx, payloads):

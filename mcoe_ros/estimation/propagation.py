@@ -252,19 +252,17 @@ class Propagator:
         if self.entries and self.entries[0].t > t_local + STALE_TOLERANCE:
             return None
         track = self.anchor(est, anchor_imu, t_local)
-        newer = []
-        for entry in reversed(self.entries):
-            if entry.t <= t_local:
-                break
-            newer.append(entry)
-        newer.reverse()
-        return Rebase(self, track, newer)
+        return Rebase(self, track, self._tail(lambda entry: entry.t <= t_local))
 
     def newer_than(self, seq: int) -> list[Entry]:
         """The buffered samples after sample number ``seq`` (under the sample lock; cheap)."""
+        return self._tail(lambda entry: entry.seq <= seq)
+
+    def _tail(self, is_old) -> list[Entry]:
+        """The buffered samples newer than the newest one for which ``is_old(entry)`` holds, oldest first."""
         newer = []
         for entry in reversed(self.entries):
-            if entry.seq <= seq:
+            if is_old(entry):
                 break
             newer.append(entry)
         newer.reverse()
