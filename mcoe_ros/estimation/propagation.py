@@ -8,20 +8,20 @@ the input's own). When a solve finishes, a new track is anchored at its newest n
 buffered since that node (the output never waits for a solve); the jump between the old and the new track at the
 newest sample is the *correction* (reported, m).
 
-Step (the IMU + leg-kinematics filter of :class:`mcoe_ros.estimation.leg_odometry.LegKinematicsEkf`, on the
-solve's state and with its biases; chosen over the estimator's own contact-dynamics process model by measurement,
-see ``docs/tworate.md``): orientation from the solve's, integrated with the gyro, R <- R exp(w dt) (or, with
-``integrate_gyro=False``, R = R_off R_WB^imu(t) with R_off = R_WB^solve (R_WB^imu(t_N))^T fixed at the anchor: the
-IMU's own orientation relative to the anchor, noisier); the base velocity v (world) and position p follow the
-accelerometer (a = R (f - b_a) + g with lever-arm terms), and v is updated with
-the mean kinematic base velocity of the stance feet (contact flags of the newest grid knot: the estimator's own
-detector) with variance foot_velocity^2 / n_stance. State (p, v) with covariance P (6x6, world axes); the
-orientation covariance grows by (gyro std dt)^2 per step. At the anchor P is the solve's marginal covariance of the
-newest node (pose rotated to odom axes, twist rotated from base to odom axes), so the published covariance grows
-between solves and drops back to the solve's at every re-anchoring.
+Step (the IMU + leg-kinematics filter of :class:`mcoe_ros.estimation.leg_odometry.LegKinematicsEkf`, on the solve's
+state and with its biases; preferred to the estimator's own contact-dynamics process model for its cost, and its
+variants compared by measurement in ``docs/tworate.md``): orientation from the solve's, integrated with the gyro, R
+<- R exp(w dt) (or, with ``integrate_gyro=False``, R = R_off R_WB^imu(t) with R_off = R_WB^solve (R_WB^imu(t_N))^T
+fixed at the anchor: the IMU's own orientation relative to the anchor, noisier); the base velocity v (world) and
+position p follow the accelerometer (a = R (f - b_a) + g with lever-arm terms), and v is updated with the mean
+kinematic base velocity of the stance feet (contact flags of the newest grid knot: the estimator's own detector)
+with variance foot_velocity^2 / n_stance. State (p, v) with covariance P (6x6, world axes); the orientation
+covariance grows by (gyro std dt)^2 per step. At the anchor P is the solve's marginal covariance of the newest node
+(pose rotated to odom axes, twist rotated from base to odom axes), so the published covariance grows between solves
+and drops back to the solve's at every re-anchoring.
 
-Threading (the ROS node): :meth:`Propagator.step` runs in the sensor callback under the sample lock (tens of
-microseconds); a re-anchoring is split into :meth:`Propagator.begin` (under the lock: snapshot of the buffered
+Threading (the ROS node): :meth:`Propagator.step` runs in the sensor callback under the sample lock (about 0.1 ms
+of CPU); a re-anchoring is split into :meth:`Propagator.begin` (under the lock: snapshot of the buffered
 samples, O(their number) references), :meth:`Rebase.run` (outside the lock, the expensive part) and
 :meth:`Propagator.finish` (under the lock: the few samples that arrived meanwhile, then the swap).
 """
