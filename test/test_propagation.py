@@ -5,6 +5,7 @@ import os
 import numpy as np
 import pytest
 
+from mcoe_ros.estimation.propagation import Propagator
 from mcoe_ros.io.bag import iter_messages
 from mcoe_ros.io.feed import SensorFeed
 
@@ -62,6 +63,21 @@ def test_a_solve_older_than_the_buffered_samples_does_not_re_anchor(replayed):
     knot = feed.estimator.window.knots[-1]
     assert prop.begin(estimates[-1], knot.imu, prop.entries[0].t - 0.1) is None
     assert prop.begin(estimates[-1], knot.imu, prop.entries[0].t) is not None
+
+
+def test_a_short_input_gap_is_stepped_over_a_long_silence_ends_the_track(replayed):
+    feed, _odoms, estimates = replayed
+    prop = Propagator(feed.estimator.robot)
+    entries = list(feed.estimator.propagator.entries)[-10:]
+    prop.track = prop.anchor(estimates[-1], entries[0].imu, entries[0].t - 0.002)
+    for e in entries[:5]:
+        prop.push(e.t, e.imu, e.joint, e.contacts)
+    e = entries[5]
+    prop.push(e.t + 0.3, e.imu, e.joint, e.contacts)  # 0.3 s without input (the window restarts after 0.1 s)
+    assert prop.track is not None and prop.track.t == e.t + 0.3 and prop.output().is_finite()
+    e = entries[6]
+    prop.push(e.t + 1.0, e.imu, e.joint, e.contacts)  # 0.7 s later
+    assert prop.track is None and prop.output() is None
 
 
 def test_a_long_stretch_without_solves_then_a_warm_rebuild():

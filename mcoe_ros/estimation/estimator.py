@@ -126,7 +126,6 @@ class Estimator:
         noise = config.noise
         #: input-rate odometry: the newest solved state propagated through every newer sample
         self.propagator = Propagator(robot, noise.accelerometer, noise.gyro, noise.foot_velocity)
-        self._propagated_restarts = 0
         self.last_status = "waiting for data"
         self._knots_at_last_solve = 0
         self._restarted = False
@@ -194,10 +193,9 @@ class Estimator:
         joint sample and the newest grid knot's contact flags) and return the newest output (None before the first
         solve, after a sensor gap, or without a new sample). Cheap: call after every input message, before
         :meth:`advance` (whose contact detection is the expensive part of the sample path: the output does not wait
-        for it, and uses the contact flags of the knot before)."""
-        if self.window.restarts != self._propagated_restarts:  # a sensor gap: no output until the next solve
-            self._propagated_restarts = self.window.restarts
-            self.propagator.reset()
+        for it, and uses the contact flags of the knot before). A sensor gap that restarts the window does not stop
+        it (a dropped message or two on a loaded machine): only a silence of more than
+        :data:`mcoe_ros.estimation.propagation.MAX_STEP` does, until the next solve."""
         imu, joints = self.window.imu.items, self.window.joints.items
         if not imu or not joints:
             return None

@@ -43,6 +43,7 @@ from mcoe_ros.multibody.robot import RobotModel
 SOURCES = ("solve", "propagated")
 HISTORY = 2000  #: track states kept for :meth:`Propagator.states_at` (4 s of 500 Hz samples)
 STALE_TOLERANCE = 0.01  #: s; a solve's node may precede the oldest buffered sample by this much
+MAX_STEP = 0.5  #: s; a longer silence of the input ends the track (no output until the next solve)
 
 
 @dataclass
@@ -142,6 +143,8 @@ class Propagator:
         """Buffer one input sample (local time t s) and step the track through it (if anchored)."""
         entry = Entry(self._seq, t, imu, joint, tuple(contacts))
         self._seq += 1
+        if self.entries and t - self.entries[-1].t > MAX_STEP:
+            self.reset()
         self.entries.append(entry)
         while self.entries and self.entries[0].t < t - self.horizon:
             self.entries.popleft()
@@ -154,7 +157,7 @@ class Propagator:
         return self.entries[-1].t if self.entries else -np.inf
 
     def reset(self) -> None:
-        """Forget everything (sensor gap: the window restarts)."""
+        """Forget everything (an input silence longer than :data:`MAX_STEP`)."""
         self.entries.clear()
         self.track = None
 
