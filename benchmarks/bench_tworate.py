@@ -129,7 +129,7 @@ def run_graph(mode: str, duration: float) -> dict:
         result["node"] = {
             k: values.get(k) for k in (*wanted, "odom_correction_p95_mm", "samples_rejected", "last_error")
         }
-    result["node_traceback"] = "Traceback" in out
+    result["node_traceback"] = out[out.index("Traceback") :][:3000] if "Traceback" in out else None
     return result
 
 
