@@ -117,7 +117,8 @@ def check(odoms, payloads, t_first, out):
 
 def check_input_rate(odoms, topic):
     """Odometry at input rate: stamps strictly increasing, each the stamp of an input sample, and at least half of
-    the input samples after the first odometry have one (the rest may be lost to a loaded machine's DDS queues)."""
+    the input samples between the first and the last odometry received have one (the rest may be lost to a loaded
+    machine's DDS queues; a loaded node may still be working through its backlog when the listener stops)."""
     got = np.array([o.header.stamp.sec * 1_000_000_000 + o.header.stamp.nanosec for o in odoms], dtype=np.int64)
     assert np.all(np.diff(got) > 0)
     t_first = next(iter_raw(SAMPLE, [topic]))[2]
@@ -127,7 +128,8 @@ def check_input_rate(odoms, topic):
     idx = np.clip(np.searchsorted(sent, got), 1, len(sent) - 1)
     nearest = np.minimum(np.abs(sent[idx] - got), np.abs(sent[idx - 1] - got))
     assert np.all(nearest <= 1000)  # float seconds carry a stamp to < 1 us
-    assert len(got) >= 0.5 * np.count_nonzero(sent >= got[0]), (len(got), np.count_nonzero(sent >= got[0]))
+    covered = np.count_nonzero((sent >= got[0]) & (sent <= got[-1]))
+    assert len(got) >= 0.5 * covered, (len(got), covered)
 
 
 def test_odometry_writer_fills_the_same_messages_as_the_field_trees():

@@ -273,6 +273,10 @@ def main(args=None) -> int:
         rclpy.spin(node)
     except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
         pass
+    except RuntimeError:
+        # SIGINT shuts the context down: a take from a still-full subscription queue then fails inside rclpy.spin
+        if rclpy.ok():
+            raise
     finally:
         node.destroy_node()
         rclpy.try_shutdown()
