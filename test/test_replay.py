@@ -52,8 +52,11 @@ def test_sample_replay_estimates_the_payload_and_is_deterministic(sample_run):
 def test_output_bag_has_the_node_topics_with_input_time_stamps(sample_run):
     tmp, _ = sample_run
     topics = bag_topics(tmp / "out")
-    for name in ("/mcoe/odom", "/mcoe/pose", "/mcoe/payload/inertia", "/mcoe/payload/covariance", "/diagnostics"):
+    for name in ("/mcoe/odom", "/mcoe/pose", "/mcoe/solve/odom", "/mcoe/payload/inertia", "/mcoe/payload/covariance"):
         assert topics[name].count >= 1, name
+    assert topics["/diagnostics"].count >= 1
+    # input rate: every LowState after the first solve has its odometry and pose
+    assert topics["/mcoe/odom"].count == topics["/mcoe/pose"].count > 10 * topics["/mcoe/solve/odom"].count
     stamps, records = [], []
     for _topic, t_ns, msg in iter_messages(tmp / "out", ["/mcoe/odom"]):
         stamps.append(time_ns_of(msg.header.stamp))
@@ -66,22 +69,26 @@ def test_output_bag_has_the_node_topics_with_input_time_stamps(sample_run):
 
 
 def test_sensor_feed_driven_by_hand_gives_the_replays_estimates(sample_run):
-    """The one feed loop: SensorFeed fed with the same bag messages reproduces the replay's odometry bit for bit."""
+    """The one feed loop: SensorFeed fed with the same bag messages reproduces the replay's solves and input-rate
+    odometry bit for bit."""
     tmp, _ = sample_run
     feed = SensorFeed()
-    estimates, t0 = [], None
+    estimates, odoms, t0 = [], [], None
     for topic, t_ns, msg in iter_messages(SAMPLE, ["low_state", "ground_truth/payload", "ground_truth/odom"]):
         t0 = t_ns if t0 is None else t0
         if (t_ns - t0) * 1e-9 > 1.2:
             break
         if topic == "low_state":
             feed.low_state(msg, t_ns * 1e-9)
+            odo = feed.odometry()
+            odoms += [odo] if odo is not None else []
             estimates += feed.poll()
-    replayed = [(t_ns, msg.pose.pose) for _topic, t_ns, msg in iter_messages(tmp / "out", ["/mcoe/odom"])]
-    assert len(estimates) == len(replayed) >= 15
-    for est, (t_ns, pose) in zip(estimates, replayed, strict=True):
-        assert int(round(est.t * 1e9)) == t_ns
-        assert (pose.position.x, pose.position.y, pose.position.z) == tuple(float(v) for v in est.position)
+    for outputs, topic in ((estimates, "/mcoe/solve/odom"), (odoms, "/mcoe/odom")):
+        replayed = [(t_ns, msg.pose.pose) for _topic, t_ns, msg in iter_messages(tmp / "out", [topic])]
+        assert len(outputs) == len(replayed) >= 15
+        for est, (t_ns, pose) in zip(outputs, replayed, strict=True):
+            assert int(round(est.t * 1e9)) == t_ns
+            assert (pose.position.x, pose.position.y, pose.position.z) == tuple(float(v) for v in est.position)
     summary = json.loads((tmp / "a.json").read_text())
     assert summary["payload"]["mass_kg"] == pi_about_com(estimates[-1].payload_pi)[0]
 

@@ -7,14 +7,17 @@ The command line is a thin layer over :func:`run` (``run(bag, config, ...) -> su
 record-time order through the same :class:`mcoe_ros.io.feed.SensorFeed` the ROS node uses (LowState has no header:
 its record time goes through the feed's HeaderlessStamper; JointState and Imu use their header stamps). The output
 bag holds the node's output topics (:data:`mcoe_ros.io.messages.OUTPUTS`, under ``--namespace``, default ``/mcoe``)
-stamped with the input's sensor time. The JSON summary is bit-identical for the same bag and config: it holds no
-wall-clock values (solve timings are printed, not stored).
+stamped with the input's sensor time: ``odom`` and ``pose`` at input rate (every input sample once the first solve is
+done), ``solve/odom`` and the payload topics at every solve. The JSON summary is bit-identical for the same bag and
+config: it holds no wall-clock values (solve timings are printed, not stored).
 
 JSON keys: ``bag``, ``input_mode``, ``duration_s``, ``ticks``, ``held_ticks``, ``iterations_mean``,
 ``samples`` (accepted/rejected/repaired counts by reason), ``payload`` (mass_kg, mass_std_kg, com_m,
 com_std_m, inertia_com_kgm2, inertia_std_kgm2, frame), and, when the bag has ground truth,
 ``ground_truth`` (mass_kg, com_m, inertia_com_kgm2), ``errors`` (mass_pct, com_m, inertia_rel_pct,
-ate_position_m, final_position_m, drift_per_m, orientation_rms_deg, path_length_m).
+ate_position_m, final_position_m, drift_per_m, orientation_rms_deg, path_length_m; of the solves' newest nodes), and
+``odometry``: the input-rate output (messages, corrections_m: mean, p95 and max of the position jumps at
+re-anchoring, and with ground truth the same localisation errors as ``errors``).
 """
 
 from __future__ import annotations
@@ -150,7 +153,7 @@ def run(
         if os.path.exists(out):
             raise ReplayError(f"output '{out}' already exists")
         writer = BagWriter(out, fmt=fmt).__enter__()
-    history, truth_payload, truth_odom = [], [], []
+    history, truth_payload, truth_odom, odometry = [], [], [], []
     odom_frame, base_frame = config.output.odom_frame, config.estimator.robot.base_frame
     diag_period = config.output.diagnostics_period
     next_diag = None
@@ -186,6 +189,13 @@ def run(
                 feed.joint_state(msg)
             else:
                 feed.imu(msg)
+            odo = feed.odometry()  # as the node: published before the grid advances and a tick runs
+            if odo is not None:
+                odometry.append((odo.t, odo.position, odo.quat_xyzw))
+                if writer is not None:
+                    for name, tree in messages.odometry_messages(odo, odom_frame, base_frame).items():
+                        msgtype = messages.OUTPUTS[name][0]
+                        writer.write(f"{ns}/{name}", msgtype, _ns(odo.t), build_msg(msgtype, tree))
             for e in feed.poll():
                 history.append(e)
                 if writer is not None:
@@ -214,7 +224,7 @@ def run(
     bar.update(duration, final=True)
     if not history:
         raise ReplayError("the estimator produced no estimate (bag shorter than the window, or all samples rejected)")
-    summary = _summary(bag, mode, feed, history, truth_payload, truth_odom, duration)
+    summary = _summary(bag, mode, feed, history, truth_payload, truth_odom, duration, odometry)
     if print_summary:
         _print_summary(summary, est.counters.solve_times)
     if json_path:
@@ -264,7 +274,7 @@ def _odom_arrays(msg):
     return time_ns_of(msg.header.stamp) * 1e-9, np.array([p.x, p.y, p.z]), np.array([o.x, o.y, o.z, o.w])
 
 
-def _summary(bag: str, mode: str, feed, history, truth_payload, truth_odom, duration) -> dict:
+def _summary(bag: str, mode: str, feed, history, truth_payload, truth_odom, duration, odometry) -> dict:
     est = feed.estimator
     stats = feed.sample_stats
     last = next((e for e in reversed(history) if e.source != "hold"), history[-1])
@@ -293,6 +303,18 @@ def _summary(bag: str, mode: str, feed, history, truth_payload, truth_odom, dura
         errors.update({k: v for k, v in traj.items() if not k.startswith("_")})
     if errors:
         out["errors"] = errors
+    corrections = np.array(est.propagator.corrections) if est.propagator.corrections else np.zeros(1)
+    out["odometry"] = {
+        "messages": len(odometry),
+        "corrections_m": {
+            "mean": float(np.mean(corrections)),
+            "p95": float(np.percentile(corrections, 95)),
+            "max": float(np.max(corrections)),
+        },
+    }
+    if truth_odom and odometry:
+        traj = trajectory_errors(odometry, truth_odom)
+        out["odometry"].update({k: v for k, v in traj.items() if not k.startswith("_")})
     return out
 
 
@@ -332,6 +354,12 @@ def _print_summary(s: dict, solve_times: list[float]) -> None:
             f"  localisation  ATE {100 * e['ate_position_m']:.2f} cm, final {100 * e['final_position_m']:.2f} cm, "
             f"drift {drift}, orientation RMS {e['orientation_rms_deg']:.2f} deg"
         )
+    o = s["odometry"]
+    line = f"  odometry      {o['messages']} messages at input rate"
+    if "ate_position_m" in o:
+        line += f", ATE {100 * o['ate_position_m']:.2f} cm, final {100 * o['final_position_m']:.2f} cm"
+    c = o["corrections_m"]
+    print(line + f", corrections mean {1e3 * c['mean']:.2f} mm p95 {1e3 * c['p95']:.2f} mm max {1e3 * c['max']:.2f} mm")
 
 
 def _one_line(err: Exception) -> str:

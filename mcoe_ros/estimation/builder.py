@@ -191,11 +191,23 @@ class ProblemBuilder:
 
     # ---------------------------------------------------------------- problems
     def fresh_problem(
-        self, knots: Sequence[GridKnot], position: np.ndarray, theta: np.ndarray, theta_info: np.ndarray
+        self,
+        knots: Sequence[GridKnot],
+        position: np.ndarray,
+        theta: np.ndarray,
+        theta_info: np.ndarray,
+        base: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
     ) -> tuple[EstimationProblem, list[np.ndarray]]:
         """New problem over the window (base at ``position``, payload prior (theta, information)) and its state
-        guesses from the sensors."""
+        guesses from the sensors; ``base``: per knot (position m, linear velocity m/s, world axes) guesses of the
+        base instead (e.g. the input-rate odometry), orientation and joints still from the sensors."""
         xs = [self.initial_state(k, position) for k in knots]
+        if base is not None:
+            nq = self.robot.nq
+            for x, (p, v) in zip(xs, base, strict=True):
+                q = x[3:7]
+                rot = pin.Quaternion(q[3], q[0], q[1], q[2]).toRotationMatrix()
+                x[:3], x[nq : nq + 3] = p, rot.T @ v
         running, terminal = self.phase_models(knots, None)
         ndx = 2 * self.robot.nv
         prior = ArrivalPrior.independent(xs[0], self.arrival_info, ndx, theta, theta_info)

@@ -135,7 +135,7 @@ class ImuBiasConfig:
 class SolverConfig:
     """Iteration budget and solver variants per tick."""
 
-    max_iterations: int = 3  #: per warm-started tick
+    max_iterations: int = 1  #: per warm-started tick (real-time iteration; 3 measured no better, docs/tworate.md)
     max_iterations_cold: int = 10  #: of a solve from scratch (first tick, restarts)
     time_budget: float = 0.0  #: wall-time budget per tick, s (0 = none: deterministic)
     rollout: str = "multiple"  #: 'multiple', 'feasible' or 'single'

@@ -29,6 +29,7 @@ from mcoe_ros.estimation.builder import EstimationParameters, ProblemBuilder
 from mcoe_ros.estimation.config import EstimatorConfig
 from mcoe_ros.estimation.diagnostics import OK, WARN, Diagnostics
 from mcoe_ros.estimation.estimate import Estimate
+from mcoe_ros.estimation.propagation import Odometry, Propagator, Rebase
 from mcoe_ros.estimation.samples import InvalidSample, SampleStats, validate_imu, validate_joint
 from mcoe_ros.estimation.window import GridKnot, SlidingWindow
 from mcoe_ros.multibody.contact import ContactDetector
@@ -38,6 +39,7 @@ from mcoe_ros.ocp.solver import MCOESolver, SolverOptions
 from mcoe_ros.payload.online import OnlinePayloadRls
 
 MAX_PAYLOAD_MASS = 200.0  #: kg; a solve claiming more is treated as diverged
+REBUILD_ITERATIONS = 3  #: at least this many for a warm rebuild (a new problem, but warm: not max_iterations_cold)
 
 
 @dataclass
@@ -55,6 +57,9 @@ class Counters:
 
     ticks: int = 0
     held: int = 0
+    skipped: int = 0  #: due ticks never solved because a newer window was solved instead
+    rebuilt: int = 0  #: warm rebuilds (a tick more than a window after the previous solve)
+    deadline_misses: int = 0  #: solves stopped by solver.time_budget
     iterations: list = None  #: iterations of every successful solve
     solve_times: list = None  #: wall time of every tick, s
 
@@ -118,6 +123,9 @@ class Estimator:
                 offset=self.parameters.body_offset,
             )
         self.counters = Counters()
+        noise = config.noise
+        #: input-rate odometry: the newest solved state propagated through every newer sample
+        self.propagator = Propagator(robot, noise.accelerometer, noise.gyro, noise.foot_velocity)
         self.last_status = "waiting for data"
         self._knots_at_last_solve = 0
         self._restarted = False
@@ -180,6 +188,52 @@ class Estimator:
             for i in range(new, 0, -1):
                 self.rls.update(self.window.knots[-i])
 
+    def propagate(self) -> Odometry | None:
+        """Step the input-rate odometry through the IMU samples accepted since the last call (each with the newest
+        joint sample and the newest grid knot's contact flags) and return the newest output (None before the first
+        solve, after a sensor gap, or without a new sample). Cheap: call after every input message, before
+        :meth:`advance` (whose contact detection is the expensive part of the sample path: the output does not wait
+        for it, and uses the contact flags of the knot before). A sensor gap that restarts the window does not stop
+        it (a dropped message or two on a loaded machine): only a silence of more than
+        :data:`mcoe_ros.estimation.propagation.MAX_STEP` does, until the next solve."""
+        imu, joints = self.window.imu.items, self.window.joints.items
+        if not imu or not joints:
+            return None
+        prop = self.propagator
+        last = prop.last_t
+        new = []
+        for sample in reversed(imu):
+            if sample.t <= last:
+                break
+            new.append(sample)
+        if not new:
+            return None
+        knots = self.window.knots
+        contacts = knots[-1].contacts if knots else (False,) * len(self.robot.foot_frame_ids)
+        for sample in reversed(new):
+            prop.push(sample.t, sample, joints[-1], contacts)
+        return prop.output(self.epoch or 0.0)
+
+    def begin_rebase(self, est: Estimate, tick: TickInput) -> Rebase | None:
+        """Start re-anchoring the odometry at a solve's newest node (None if the estimate must not be used: a held
+        estimate, or a solve stopped by its deadline before any step). Call under the sample lock; then
+        :meth:`Rebase.run` outside it and :meth:`finish_rebase` under it again."""
+        if est.source == "hold" or est.solve.get("iterations", 0) < 1:
+            return None
+        knot = tick.knots[-1]
+        return self.propagator.begin(est, knot.imu, knot.t)
+
+    def finish_rebase(self, rebase: Rebase | None) -> None:
+        if rebase is not None:
+            self.propagator.finish(rebase)
+
+    def rebase(self, est: Estimate, tick: TickInput) -> None:
+        """Synchronous re-anchoring (replay, tests)."""
+        rebase = self.begin_rebase(est, tick)
+        if rebase is not None:
+            rebase.run()
+            self.finish_rebase(rebase)
+
     @property
     def rls_pi(self) -> np.ndarray | None:
         """The RLS payload estimate once it has enough data (modes rls, oe+rls), else None."""
@@ -194,8 +248,11 @@ class Estimator:
         if not self.window.full:
             return None
         newest = self.window.n_created
-        if newest - self.last_tick_n < self.tick_knots:
+        elapsed = newest - self.last_tick_n
+        if elapsed < self.tick_knots:
             return None
+        if self.counters.ticks:  # the newest window is solved; the ticks due in between are skipped
+            self.counters.skipped += elapsed // self.tick_knots - 1
         self.last_tick_n = newest
         restarted, self._restarted = self._restarted, False
         return TickInput(list(self.window.knots), newest, restarted)
@@ -207,14 +264,21 @@ class Estimator:
         if tick is None:
             return []
         est = self.solve(tick)
-        return [] if est is None else [est]
+        if est is None:
+            return []
+        self.rebase(est, tick)
+        return [est]
 
     def _fresh_solver(self, knots: list[GridKnot]) -> MCOESolver:
-        """Solver on a new problem over the window from sensor-based guesses and the current payload belief."""
+        """Solver on a new problem over the window from sensor-based guesses and the current payload belief.
+
+        Base positions and velocities come from the input-rate odometry when it covers the window (a warm
+        rebuild), else the last good position (or the standing height) and zero velocity."""
         position = np.zeros(3) if self.last_good is None else self.last_good.position.copy()
         if self.last_good is None:
             position[2] = self.builder.standing_height(knots[0])
-        problem, xs = self.builder.fresh_problem(knots, position, self.theta, self.theta_info)
+        base = self.propagator.states_at([k.t for k in knots]) if self.last_good is not None else None
+        problem, xs = self.builder.fresh_problem(knots, position, self.theta, self.theta_info, base)
         solver = MCOESolver(problem, replace(self.options))
         guess = self.theta.copy()
         if self.rls_pi is not None:  # RLS warm start of the payload body (oe+rls)
@@ -232,9 +296,14 @@ class Estimator:
             self.solver = None
         t_wall = time.perf_counter()
         try:
+            # more than a window since the previous solve (a slow machine): rebuild the problem, warm from the
+            # odometry and the payload belief, with a warm iteration budget
+            rebuild = self.solver is not None and new_knots > self.n_intervals and self.last_good is not None
             cold = self.solver is None or new_knots > self.n_intervals
             if cold:
                 self.solver = self._fresh_solver(knots)
+                self.counters.rebuilt += rebuild
+                cold = not rebuild
             else:
                 running, terminal, inputs, terminal_input = self.builder.shift_arguments(knots, new_knots)
                 self.solver.shift(new_knots, running, terminal, inputs, terminal_input, self.builder.noise_info)
@@ -245,7 +314,12 @@ class Estimator:
                         par.bias_indices, par.bias_walk * (new_knots * self.dt)
                     )
             solver = self.solver  # this tick's solver (reset_payload may drop self.solver meanwhile)
-            result = solver.solve(max_iter=self.cold_iterations if cold else self.options.max_iter)
+            iterations = self.options.max_iter
+            if cold:
+                iterations = self.cold_iterations
+            elif rebuild:
+                iterations = max(iterations, REBUILD_ITERATIONS)
+            result = solver.solve(max_iter=iterations)
             failure = self._check(result)
         except (np.linalg.LinAlgError, FloatingPointError) as err:
             result, failure = None, f"solver error: {err}"
@@ -266,6 +340,18 @@ class Estimator:
             return None
         self.counters.iterations.append(result.iterations)
         est = self._estimate(solver, result, knots[-1], elapsed)
+        missed_deadline = result.status == "max_time"
+        if missed_deadline:
+            # clean fallback: the state of the iterate re-anchors the odometry (if it took a step), the payload
+            # output and belief hold; the solver keeps its iterate as the next tick's warm start
+            self.counters.deadline_misses += 1
+            self.last_status = "ok (solve stopped by solver.time_budget)"
+            if self.last_good is not None:
+                est = self._with_payload_of(est, self.last_good)
+            self.last_good = est
+            if self.rls_pi is not None and (self.payload_mode == "rls" or cold):
+                return self._with_rls_payload(est)  # rls mode, or oe+rls fallback when a cold solve ran out of time
+            return est
         # the next problem built from scratch starts from this payload belief
         self.theta = result.theta.copy()
         self.theta_info = np.linalg.pinv(est.theta_cov, rcond=1e-12, hermitian=True)
@@ -273,10 +359,24 @@ class Estimator:
             self.window.detector.set_actuator(self.parameters.actuator, result.pi[self.parameters.layout.actuator])
         self.last_good = est
         self.last_status = "ok"
-        missed_deadline = cold and result.status == "max_time"
-        if self.rls_pi is not None and (self.payload_mode == "rls" or missed_deadline):
-            return self._with_rls_payload(est)  # rls mode, or oe+rls fallback when a cold solve ran out of time
+        if self.rls_pi is not None and self.payload_mode == "rls":
+            return self._with_rls_payload(est)
         return est
+
+    @staticmethod
+    def _with_payload_of(est: Estimate, other: Estimate) -> Estimate:
+        """The estimate's state with another estimate's payload (a solve stopped by its deadline)."""
+        return replace(
+            est,
+            payload_pi=other.payload_pi,
+            payload_cov=other.payload_cov,
+            combined_pi=other.combined_pi,
+            theta=other.theta,
+            theta_cov=other.theta_cov,
+            actuator=other.actuator,
+            imu_bias=other.imu_bias,
+            source=other.source,
+        )
 
     def _with_rls_payload(self, est: Estimate) -> Estimate:
         """The estimate with the RLS payload (and its covariance) in place of the optimal estimator's."""
@@ -391,8 +491,23 @@ class Estimator:
             window_restarts=self.window.restarts,
             rls_mass=float(self.rls_pi[0]) if self.rls_pi is not None else None,
             contact_phase=tuple(self.window.knots[-1].contacts) if self.window.knots else (),
-            extra=self._parameter_values(),
+            extra={**self._parameter_values(), **self._schedule_values()},
         )
+
+    def _schedule_values(self) -> dict[str, str | int]:
+        """Two-rate output and solve scheduling: solve rate (per sensor second), skipped ticks, warm rebuilds,
+        deadline misses, and the size of the odometry corrections at re-anchoring."""
+        c, prop = self.counters, self.propagator
+        span = (self.window.n_created * self.dt) or 1.0
+        corrections = np.array(prop.corrections[-200:]) if prop.corrections else np.zeros(1)
+        return {
+            "solve_rate_hz": f"{c.ticks / span:.2f}",
+            "skipped_ticks": c.skipped,
+            "rebuilt_ticks": c.rebuilt,
+            "deadline_misses": c.deadline_misses,
+            "odom_correction_last_mm": f"{1e3 * prop.correction:.2f}",
+            "odom_correction_p95_mm": f"{1e3 * np.percentile(corrections, 95):.2f}",
+        }
 
     def _parameter_values(self) -> dict[str, str]:
         """The identified IMU biases and actuator parameters of the last good estimate (value ± std)."""

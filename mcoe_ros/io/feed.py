@@ -6,6 +6,11 @@ time with :class:`~mcoe_ros.io.convert.HeaderlessStamper`, routes them to
 :meth:`~mcoe_ros.estimation.estimator.Estimator.add_imu` / ``add_joints`` (LowState foot forces included), and
 counts every message it cannot convert. Ticks run either synchronously (:meth:`poll`, the replay) or split between a
 sample thread (:meth:`advance`) and a solve thread (:meth:`due` + :meth:`solve`, the ROS node).
+
+Two rates: :meth:`odometry` (after every input message, before the grid advances) returns the input-rate
+:class:`~mcoe_ros.estimation.propagation.Odometry` (the newest solve propagated through the newer samples); a solve's
+:class:`~mcoe_ros.estimation.estimate.Estimate` carries the payload. :meth:`poll` re-anchors the odometry at every
+solve itself; the node splits that into :meth:`begin_rebase` / ``Rebase.run`` / :meth:`finish_rebase`.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 from mcoe_ros.estimation.diagnostics import Diagnostics
 from mcoe_ros.estimation.estimate import Estimate
 from mcoe_ros.estimation.estimator import Estimator, TickInput
+from mcoe_ros.estimation.propagation import Odometry, Rebase
 from mcoe_ros.estimation.samples import InvalidSample, SampleStats
 from mcoe_ros.io.convert import HeaderlessStamper, JointStateMapper, imu_arrays, low_state_arrays, stamp_seconds
 from mcoe_ros.io.params import NodeConfig
@@ -75,11 +81,24 @@ class SensorFeed:
         """Create the grid knots the buffered samples cover (sample thread)."""
         self.estimator.advance()
 
+    def odometry(self) -> Odometry | None:
+        """Step the input-rate odometry through the new samples (after every input message, before :meth:`advance`
+        or :meth:`poll`; None before the first solve or without a new IMU sample)."""
+        return self.estimator.propagate()
+
     def due(self) -> TickInput | None:
         return self.estimator.due()
 
     def solve(self, tick: TickInput) -> Estimate | None:
         return self.estimator.solve(tick)
+
+    def begin_rebase(self, est: Estimate, tick: TickInput) -> Rebase | None:
+        """Start re-anchoring the odometry at a solve (under the sample lock; run the result outside it)."""
+        return self.estimator.begin_rebase(est, tick)
+
+    def finish_rebase(self, rebase: Rebase | None) -> None:
+        """Make a re-anchored odometry track current (under the sample lock)."""
+        self.estimator.finish_rebase(rebase)
 
     def count_error(self, reason: str, detail: str) -> None:
         """Count a failure outside the estimator (e.g. an unexpected exception in an adapter)."""

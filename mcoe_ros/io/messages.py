@@ -4,8 +4,10 @@ The node fills rclpy message objects from these trees (:func:`mcoe_ros.ros.conve
 builds rosbags message objects from the same trees, so both publish identical content without importing
 each other's message libraries here. Message choices:
 
-- ``odom``: nav_msgs/Odometry, header.frame_id = odom frame, child_frame_id = base frame, body twist.
-- ``pose``: geometry_msgs/PoseWithCovarianceStamped in the odom frame.
+- ``odom``: nav_msgs/Odometry, header.frame_id = odom frame, child_frame_id = base frame, body twist; at input rate
+  (:class:`~mcoe_ros.estimation.propagation.Odometry`: the newest solve propagated to every input sample).
+- ``pose``: geometry_msgs/PoseWithCovarianceStamped in the odom frame, at input rate as ``odom``.
+- ``solve/odom``: nav_msgs/Odometry of the newest node of every solve (solve rate, older than ``odom``).
 - ``payload/inertia``: geometry_msgs/InertiaStamped of the payload: m, com = CoM in the payload frame,
   inertia about the CoM in the payload frame (header.frame_id = payload frame).
 - ``payload/combined_inertia``: geometry_msgs/InertiaStamped of parent body + payload in the parent body
@@ -15,8 +17,9 @@ each other's message libraries here. Message choices:
   layout dims ("rows", 10, 100), ("cols", 10, 10); no standard message carries an inertia covariance.
 - ``payload/rls/inertia``: geometry_msgs/InertiaStamped of the RLS payload estimate (when that estimator runs).
 
-:data:`OUTPUTS` names every output topic once (relative name, message type, latched or not) and
-:func:`estimate_messages` maps an :class:`~mcoe_ros.estimation.estimate.Estimate` onto them: the node and the replay
+:data:`OUTPUTS` names every output topic once (relative name, message type, latched or not);
+:func:`odometry_messages` maps an input-rate :class:`~mcoe_ros.estimation.propagation.Odometry` and
+:func:`estimate_messages` a solve's :class:`~mcoe_ros.estimation.estimate.Estimate` onto them: the node and the replay
 use both, so they publish the same topics with the same content.
 """
 
@@ -26,12 +29,14 @@ import numpy as np
 
 from mcoe_ros.estimation.diagnostics import Diagnostics
 from mcoe_ros.estimation.estimate import Estimate
+from mcoe_ros.estimation.propagation import Odometry
 from mcoe_ros.multibody.inertia import pi_about_com
 
 #: output topics (relative to the node's namespace): name -> (message type, latched = transient local, depth 1)
 OUTPUTS: dict[str, tuple[str, bool]] = {
     "odom": ("nav_msgs/msg/Odometry", False),
     "pose": ("geometry_msgs/msg/PoseWithCovarianceStamped", False),
+    "solve/odom": ("nav_msgs/msg/Odometry", False),
     "payload/inertia": ("geometry_msgs/msg/InertiaStamped", True),
     "payload/combined_inertia": ("geometry_msgs/msg/InertiaStamped", True),
     "payload/covariance": ("std_msgs/msg/Float64MultiArray", True),
@@ -52,7 +57,7 @@ def header(t: float, frame_id: str) -> dict:
     return {"stamp": stamp(t), "frame_id": frame_id}
 
 
-def _pose(est: Estimate) -> dict:
+def _pose(est: Estimate | Odometry) -> dict:
     p, q = est.position, est.quat_xyzw
     return {
         "position": {"x": float(p[0]), "y": float(p[1]), "z": float(p[2])},
@@ -69,7 +74,7 @@ def _cov36(cov: np.ndarray) -> list:
     return [float(x) for x in sym.reshape(-1)]
 
 
-def odometry(est: Estimate, odom_frame: str, base_frame: str) -> dict:
+def odometry(est: Estimate | Odometry, odom_frame: str, base_frame: str) -> dict:
     return {
         "header": header(est.t, odom_frame),
         "child_frame_id": base_frame,
@@ -81,7 +86,7 @@ def odometry(est: Estimate, odom_frame: str, base_frame: str) -> dict:
     }
 
 
-def pose_with_covariance(est: Estimate, odom_frame: str) -> dict:
+def pose_with_covariance(est: Estimate | Odometry, odom_frame: str) -> dict:
     return {"header": header(est.t, odom_frame), "pose": {"pose": _pose(est), "covariance": _cov36(est.pose_cov)}}
 
 
@@ -119,7 +124,7 @@ def matrix(mat: np.ndarray) -> dict:
     }
 
 
-def transform(est: Estimate, odom_frame: str, base_frame: str) -> dict:
+def transform(est: Estimate | Odometry, odom_frame: str, base_frame: str) -> dict:
     """geometry_msgs/TransformStamped odom -> base."""
     p, q = est.position, est.quat_xyzw
     return {
@@ -148,12 +153,16 @@ def diagnostic_array(t: float, name: str, hardware_id: str, level: int, message:
     }
 
 
+def odometry_messages(odo: Odometry, odom_frame: str, base_frame: str) -> dict[str, dict]:
+    """Field trees of the input-rate topics (``odom``, ``pose``) for one propagated state (TF: :func:`transform`)."""
+    return {"odom": odometry(odo, odom_frame, base_frame), "pose": pose_with_covariance(odo, odom_frame)}
+
+
 def estimate_messages(est: Estimate, odom_frame: str, base_frame: str) -> dict[str, dict]:
-    """Field trees of every output topic of :data:`OUTPUTS` for one estimate (``payload/rls/inertia`` only when
-    the estimate carries an RLS payload)."""
+    """Field trees of the solve-rate topics of :data:`OUTPUTS` for one estimate: ``solve/odom`` and the payload
+    (``payload/rls/inertia`` only when the estimate carries an RLS payload)."""
     trees = {
-        "odom": odometry(est, odom_frame, base_frame),
-        "pose": pose_with_covariance(est, odom_frame),
+        "solve/odom": odometry(est, odom_frame, base_frame),
         "payload/inertia": inertia_stamped(est.t, est.payload_pi, est.payload_frame),
         "payload/combined_inertia": inertia_stamped(est.t, est.combined_pi, est.combined_frame),
         "payload/covariance": matrix(est.payload_cov),

@@ -7,16 +7,24 @@ made strictly increasing at the nominal rate by :class:`mcoe_ros.io.convert.Head
 match the Unitree bridge's reliable publisher and any SensorDataQoS publisher, and buffer a solve's worth
 of samples.
 
-The node is a thin adapter: messages go into :class:`mcoe_ros.io.feed.SensorFeed` (the same path as the replay),
-and each :class:`~mcoe_ros.estimation.estimate.Estimate` becomes the messages of
-:func:`mcoe_ros.io.messages.estimate_messages`.
+The node is a thin adapter: messages go into :class:`mcoe_ros.io.feed.SensorFeed` (the same path as the replay).
+Two rates: every input message's callback steps the input-rate odometry
+(:class:`~mcoe_ros.estimation.propagation.Odometry`, the newest solve propagated through the newer samples) and
+publishes ``odom``, ``pose`` and TF from the callback thread, stamped with the input sample's time
+(:func:`mcoe_ros.io.messages.odometry_messages`); solves run in a worker thread on the newest window (ticks that came
+due meanwhile are skipped and counted), never under the sample lock, and each
+:class:`~mcoe_ros.estimation.estimate.Estimate` re-anchors the odometry (the expensive re-propagation also outside
+the lock) and becomes the solve-rate messages of :func:`mcoe_ros.io.messages.estimate_messages` (``solve/odom``,
+payload). The Python solver holds the GIL while it computes; the node lowers the interpreter's switch interval to
+:data:`GIL_SWITCH_INTERVAL` so that a sensor callback waits at most about that long for it.
 
 Outputs (relative names, so they follow the node namespace): ``odom`` (nav_msgs/Odometry), ``pose``
-(PoseWithCovarianceStamped), ``payload/inertia``, ``payload/combined_inertia`` (InertiaStamped),
-``payload/covariance`` (Float64MultiArray, 10x10) — the payload topics are transient local, so an MPC
-that subscribes late still gets the last value — ``payload/rls/inertia`` when the RLS estimator runs,
-``/diagnostics``, and TF odom -> base when ``tf2_ros`` is importable. Service ``payload/reset``
-(std_srvs/Trigger). Output stamps are the sensor time of the estimate, never wall time.
+(PoseWithCovarianceStamped) at input rate, ``solve/odom`` at solve rate, ``payload/inertia``,
+``payload/combined_inertia`` (InertiaStamped), ``payload/covariance`` (Float64MultiArray, 10x10) — the payload
+topics are transient local, so an MPC that subscribes late still gets the last value — ``payload/rls/inertia`` when
+the RLS estimator runs, ``/diagnostics``, and TF odom -> base when ``tf2_ros`` is importable. Service
+``payload/reset`` (std_srvs/Trigger). Output stamps are sensor times (of the input sample, or of the solve's newest
+node), never wall time.
 """
 
 from __future__ import annotations
@@ -24,7 +32,9 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections import deque
 
+import numpy as np
 import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
@@ -35,9 +45,10 @@ from std_srvs.srv import Trigger
 from mcoe_ros.io import messages
 from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.io.params import NODE_NAME, PARAMETERS, ConfigError, node_config
-from mcoe_ros.ros.convert import fill, message_class
+from mcoe_ros.ros.convert import OdometryWriter, fill, message_class
 
 SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=500, reliability=ReliabilityPolicy.BEST_EFFORT)
+GIL_SWITCH_INTERVAL = 0.0005  #: s; Python's default 5 ms would let the solver thread delay a callback that long
 LATCHED_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST,
     depth=1,
@@ -70,8 +81,13 @@ class EstimatorNode(Node):
         if mode == "low_state" and import_low_state() is None:
             raise ConfigError("input.mode is low_state but neither unitree_legged_msgs nor ros2_unitree_legged_msgs")
         self.feed = SensorFeed(self.config)
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL)
+        self._latency = deque(maxlen=2000)  #: callback entry -> odom/pose/TF published, s
+        self._odom_lock = threading.Lock()  #: orders odom publications of the two threads (strictly newer stamps)
+        self._odom_t = -float("inf")  #: stamp of the last published odometry
         self.odom_frame = self.config.output.odom_frame
         self.base_frame = self.config.estimator.robot.base_frame
+        self._odom_writer = OdometryWriter(self.odom_frame, self.base_frame)
         self._last_error_log = 0.0
 
         self.publishers_ = {}
@@ -103,10 +119,17 @@ class EstimatorNode(Node):
 
     # ---- inputs -------------------------------------------------------------------------------------
     def _guard(self, fn, *args) -> None:
-        """Run an input handler; nothing escapes to the executor, problems are counted and logged."""
+        """Run an input handler and publish the input-rate odometry; nothing escapes to the executor, problems
+        are counted and logged."""
+        t0 = time.perf_counter()
         try:
             with self._lock:
                 fn(*args)
+                odo = self.feed.odometry()
+            if odo is not None:  # published before the grid advances: contact detection is the expensive part
+                self._publish_odometry(odo)
+                self._latency.append(time.perf_counter() - t0)
+            with self._lock:
                 self.feed.advance()
             self._wake.set()
         except Exception as err:  # keep running on anything unexpected, but say so
@@ -119,12 +142,28 @@ class EstimatorNode(Node):
             self._wake.clear()
             try:
                 with self._lock:
-                    tick = self.feed.due()
+                    tick = self.feed.due()  # always the newest window
                 if tick is None:
                     continue
-                est = self.feed.solve(tick)
-                if est is not None:
-                    self._publish(est)
+                est = self.feed.solve(tick)  # never under the lock
+                if est is None:
+                    continue
+                with self._lock:
+                    rebase = self.feed.begin_rebase(est, tick)
+                if rebase is not None:
+                    rebase.run()  # re-propagation through the buffered samples, outside the lock
+                    for _ in range(3):  # and through most of the samples that arrived meanwhile
+                        with self._lock:
+                            newer = self.feed.estimator.propagator.newer_than(rebase.track.last_seq)
+                        if len(newer) <= 2:
+                            break
+                        rebase.run(newer)
+                    with self._lock:
+                        self.feed.finish_rebase(rebase)
+                        odo = self.feed.estimator.propagator.output(self.feed.estimator.epoch or 0.0)
+                    if odo is not None:  # e.g. the first solve, or a solve after the input stopped
+                        self._publish_odometry(odo)
+                self._publish(est)
             except Exception as err:  # the worker never dies; the failure is counted and logged
                 if not self._running or not self.context.ok():
                     return
@@ -165,21 +204,44 @@ class EstimatorNode(Node):
 
     # ---- outputs ------------------------------------------------------------------------------------
     def _publish(self, est) -> None:
+        """A solve's messages (solve/odom, payload), from the solve thread."""
         if not self._running or not self.context.ok():  # shutting down: nothing to publish to
             return
         if not est.is_finite():  # the core never hands out NaN; this is the last line of defence
             self.feed.count_error("non_finite_output", "estimate suppressed")
             return
-        for name, tree in messages.estimate_messages(est, self.odom_frame, self.base_frame).items():
+        self._publish_trees(messages.estimate_messages(est, self.odom_frame, self.base_frame))
+
+    def _publish_odometry(self, odo) -> None:
+        """The input-rate odom, pose and TF, from the sensor callback thread."""
+        if not self._running:
+            return
+        if not odo.is_finite():
+            self.feed.count_error("non_finite_output", "odometry suppressed")
+            return
+        with self._odom_lock:  # only strictly newer stamps (the solve thread publishes one after re-anchoring)
+            if odo.t <= self._odom_t:
+                return
+            self._odom_t = odo.t
+            writer = self._odom_writer
+            writer.write(odo)
+            self.publishers_["odom"].publish(writer.odom)
+            self.publishers_["pose"].publish(writer.pose)
+            if self.tf is not None:
+                self.tf.sendTransform(writer.transform)
+
+    def _publish_trees(self, trees: dict) -> None:
+        for name, tree in trees.items():
             pub = self.publishers_.get(name)
             if pub is not None:
                 pub.publish(fill(pub.msg_type(), tree))
-        if self.tf is not None:
-            tree = messages.transform(est, self.odom_frame, self.base_frame)
-            self.tf.sendTransform(fill(message_class(messages.TF_TYPE)(), tree))
 
     def _publish_diagnostics(self) -> None:
-        tree = messages.diagnostics_message(self.feed.estimator.last_time, self.feed.diagnostics())
+        diag = self.feed.diagnostics()
+        latency = np.array(self._latency) if self._latency else np.zeros(1)
+        diag.extra["odom_latency_p50_ms"] = f"{1e3 * np.percentile(latency, 50):.3f}"
+        diag.extra["odom_latency_p99_ms"] = f"{1e3 * np.percentile(latency, 99):.3f}"
+        tree = messages.diagnostics_message(self.feed.estimator.last_time, diag)
         self.pub_diag.publish(fill(self.pub_diag.msg_type(), tree))
 
     def _on_reset(self, request, response):
@@ -211,6 +273,10 @@ def main(args=None) -> int:
         rclpy.spin(node)
     except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
         pass
+    except RuntimeError:
+        # SIGINT shuts the context down: a take from a still-full subscription queue then fails inside rclpy.spin
+        if rclpy.ok():
+            raise
     finally:
         node.destroy_node()
         rclpy.try_shutdown()
