@@ -45,6 +45,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -164,6 +165,8 @@ def make_case_bag(case: Case, root: str) -> str:
     path = os.path.join(root, case.name)
     if os.path.exists(os.path.join(path, "sim_metadata.json")):
         return path
+    if os.path.exists(path):  # an interrupted simulation: start again
+        shutil.rmtree(path)
     argv = ["--scenario", f"{case.scenario}:{case.seconds:g}", *PAYLOADS[case.payload], *PROFILES[case.profile]]
     rc = sim_main([*argv, "--seed", str(SEED), "--out", path])
     if rc != 0:
