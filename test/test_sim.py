@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import mujoco
 import numpy as np
@@ -13,11 +14,21 @@ from mcoe_ros.io.bag import bag_topics, iter_messages
 from mcoe_ros.multibody.inertia import pi_about_com
 from mcoe_ros.multibody.robot import GO1_UNITREE_JOINT_ORDER, RobotModel
 from mcoe_ros.sim.cli import main as sim_main
-from mcoe_ros.sim.mjcf import Go1Sim, PayloadSpec, SimConfig, principal_axes
+from mcoe_ros.sim.mjcf import (
+    REALISTIC_LOSSES,
+    SOFT_FEET,
+    ActuatorLosses,
+    ContactConfig,
+    Go1Sim,
+    MassMismatch,
+    PayloadSpec,
+    SimConfig,
+    principal_axes,
+)
 from mcoe_ros.sim.recorder import TOPICS, record
 from mcoe_ros.sim.runner import Episode, EpisodeConfig, parse_segments
 from mcoe_ros.sim.scenarios import Go1Controller, leg_ik
-from mcoe_ros.sim.sensors import NoiseConfig
+from mcoe_ros.sim.sensors import REALISTIC_NOISE, NoiseConfig, SensorModel, Truth
 
 G = 9.81
 ROT_PAYLOAD = np.array([[0.06, 0.005, 0.003], [0.005, 0.09, 0.002], [0.003, 0.002, 0.11]])
@@ -205,6 +216,12 @@ def test_noise_is_seeded_and_has_configured_spread():
         (["--payload-inertia", "1", "2"], "3 or 6 values"),
         (["--payload-inertia", "1", "0.1", "0.1"], "not physical"),
         (["--format", "sqlite3", "--compression", "zstd"], "only supported"),
+        (["--joint-damping", "1", "2"], "1 or 3 values"),
+        (["--joint-friction", "-0.1"], "must be finite and >= 0"),
+        (["--mass-mismatch", "0.7"], "within 0 .. 0.5"),
+        (["--foot-condim", "5"], "condim must be"),
+        (["--torque-scale", "3"], "torque_scale"),
+        (["--gyro-bias-walk", "-1"], "must be >= 0"),
     ],
 )
 def test_cli_rejects_bad_arguments_in_one_line(tmp_path, capsys, argv, message):
@@ -241,3 +258,146 @@ def test_compiled_payload_matches_its_spec_in_the_trunk_frame():
     ri = rot.T @ sim.data.ximat[pay].reshape(3, 3)
     np.testing.assert_allclose(ri @ np.diag(sim.model.body_inertia[pay]) @ ri.T, inertia, atol=1e-9)
     assert sim.model.body_mass[pay] == pytest.approx(7.2)
+
+
+# ---------------------------------------------------------------------------------------------------- realism options
+def test_actuator_losses_are_in_the_physics_and_not_in_the_reported_torque(robot):
+    losses = ActuatorLosses(
+        viscous=(1.0, 1.5, 2.0), coulomb=0.2, rotor_inertia=(0.01, 0.02, 0.03), torque_scale=1.05, torque_offset=0.1
+    )
+    ep = Episode(EpisodeConfig(segments=[("squat-sway", 0.6)], payload=PAYLOAD, losses=losses))
+    m = ep.sim.model
+    for j, name in enumerate(robot.joint_names):
+        kind = next(i for i, t in enumerate(("hip", "thigh", "calf")) if t in name)
+        dof = 6 + j
+        assert m.dof_damping[dof] == pytest.approx(losses.viscous[kind])
+        assert m.dof_frictionloss[dof] == pytest.approx(0.2)
+        assert m.dof_armature[dof] == pytest.approx(losses.rotor_inertia[kind])
+    pairs = []
+    ep.run(lambda truth, meas, payload: pairs.append((truth.tau, truth.tau_reported, meas.tau, truth.dq)))
+    tau, reported, measured, dq = (np.array(x) for x in zip(*pairs, strict=True))
+    np.testing.assert_allclose(tau, 1.05 * (reported - 0.1), atol=1e-12)  # kt error and offset
+    np.testing.assert_array_equal(measured, reported)  # perfect sensors report exactly that
+    assert np.abs(dq).max() > 0.1  # the joints moved: damping and friction really took torque
+    # the losses change the motion: same commands on a loss-free robot end elsewhere
+    ep0 = Episode(EpisodeConfig(segments=[("squat-sway", 0.6)], payload=PAYLOAD))
+    q0 = []
+    ep0.run(lambda truth, meas, payload: q0.append(truth.tau))
+    assert np.abs(np.array(q0) - tau).max() > 0.5
+
+
+def test_mass_mismatch_perturbs_links_and_the_bag_records_the_effective_payload(tmp_path, robot):
+    mm = MassMismatch(scale=0.1, direction="lighter", com_offset=0.01, seed=3)
+    sim = Go1Sim(SimConfig(payload=PAYLOAD, mismatch=mm), robot)
+    nominal = robot.model.inertias
+    for jid in range(1, robot.model.njoints):
+        bid = jid  # MuJoCo body ids follow the Pinocchio joint ids (world = 0)
+        ratio = sim.model.body_mass[bid] / nominal[jid].mass
+        assert 0.9 - 1e-9 <= ratio <= 0.95 + 1e-9  # lighter by 5..10 %
+    heavier = Go1Sim(SimConfig(mismatch=MassMismatch(0.1, "heavier", seed=3)), robot)
+    assert heavier.robot_mass > sum(i.mass for i in nominal[1:]) > sim.robot_mass
+    dev = sim.trunk_deviation_pi()
+    assert dev[0] == pytest.approx(sim.model.body_mass[1] - nominal[1].mass)
+    np.testing.assert_allclose(sim.effective_payload_pi(), PAYLOAD.pi + dev, atol=1e-12)
+    # same seed, same robot; different seed, different robot
+    assert Go1Sim(SimConfig(mismatch=mm), robot).model.body_mass[1] == sim.model.body_mass[1]
+    assert (
+        Go1Sim(SimConfig(mismatch=MassMismatch(0.1, "lighter", 0.01, 4)), robot).model.body_mass[1]
+        != (sim.model.body_mass[1])
+    )
+    # no payload on a lighter robot: the ground truth is a negative effective payload
+    out = tmp_path / "mm"
+    _, meta = record(EpisodeConfig(segments=[("stand", 0.2)], mismatch=mm), out)
+    truth = [msg.inertia for _, _, msg in iter_messages(out, ["ground_truth/payload"])]
+    assert truth[0].m == pytest.approx(dev[0]) and truth[0].m < 0
+    assert truth[0].com.x == pytest.approx(dev[1] / dev[0])
+    assert meta["mass_mismatch"]["trunk_mass_kg"] == pytest.approx(sim.model.body_mass[1])
+    assert meta["mass_mismatch"]["leg_mass_deviation_kg"] < 0
+    assert len(meta["mass_mismatch"]["legs"]) == 12
+
+
+def test_imu_biases_random_walk_is_seeded_and_scales_with_sqrt_time():
+    noise = NoiseConfig(gyro_bias_std=0.01, acc_bias_std=0.05, gyro_bias_walk=0.01, acc_bias_walk=0.1).scaled(1.0)
+    truth = Truth(
+        0.0,
+        np.zeros(12),
+        np.zeros(12),
+        np.zeros(12),
+        np.zeros(3),
+        np.array([1.0, 0, 0, 0]),
+        np.zeros(3),
+        np.zeros(3),
+        np.array([1.0, 0, 0, 0]),
+        np.zeros(3),
+        np.array([0, 0, 9.81]),
+        np.zeros(4),
+        np.ones(4, bool),
+    )
+
+    def walk(seed, noise, n=2000):
+        sm = SensorModel(noise, seed, dt=0.002)
+        g0 = sm.gyro_bias.copy()
+        gyro = np.array([sm.measure(truth).gyro for _ in range(n)])
+        return g0, sm.gyro_bias - g0, sm.acc_bias - sm.initial_acc_bias, gyro
+
+    g0, dg, da, gyro = walk(0, noise)
+    _, dg2, _, _ = walk(0, noise)
+    np.testing.assert_array_equal(dg, dg2)
+    assert np.linalg.norm(dg) > 0 and np.linalg.norm(da) > 0
+    # the measured gyro carries the drifting bias: the last 100 samples' mean is near the final bias
+    np.testing.assert_allclose(gyro[-100:].mean(axis=0), g0 + dg, atol=0.01)
+    # walk std after T = 4 s: sigma sqrt(T) per axis; over many seeds the spread matches
+    finals = np.array([walk(s, noise, 2000)[1] for s in range(40)])
+    assert 0.6 * 0.01 * 2.0 < finals.std() < 1.4 * 0.01 * 2.0
+    # no walk: constant bias, and the white-noise stream is the same as with a walk
+    still = replace(noise, gyro_bias_walk=0.0, acc_bias_walk=0.0)
+    g0s, dgs, das, gyros = walk(0, still)
+    np.testing.assert_array_equal(g0s, g0)
+    assert not dgs.any() and not das.any()
+    diff = gyro - gyros  # = the walk alone: zero at the first sample, then steps of sigma sqrt(dt)
+    np.testing.assert_allclose(diff[0], 0.0, atol=1e-15)
+    assert np.abs(np.diff(diff, axis=0)).max() < 6 * 0.01 * np.sqrt(0.002)
+
+
+def test_soft_round_feet_and_floor_options_reach_mujoco(robot):
+    sim = Go1Sim(SimConfig(contact=SOFT_FEET, floor_friction=0.3), robot)
+    for gid in sim.foot_geom_ids:
+        assert sim.model.geom_condim[gid] == 6
+        np.testing.assert_allclose(sim.model.geom_solref[gid], SOFT_FEET.solref)
+        np.testing.assert_allclose(sim.model.geom_friction[gid], [0.3, 0.01, 0.002])
+    np.testing.assert_allclose(sim.model.geom_friction[sim.floor_id], [0.3, 0.01, 0.002])
+    # a softer ground lets the robot sink deeper into it
+    depth = {}
+    for name, contact in (("hard", ContactConfig(solref=(0.005, 1.0))), ("soft", ContactConfig(solref=(0.08, 1.0)))):
+        ep = Episode(EpisodeConfig(segments=[("stand", 0.4)], payload=PAYLOAD, contact=contact))
+        heights = []
+        ep.run(lambda truth, meas, payload, h=heights: h.append(truth.base_pos[2]))
+        depth[name] = np.mean(heights[-50:])
+    assert depth["soft"] < depth["hard"] - 0.002
+
+
+def test_realistic_profile_from_the_cli(tmp_path):
+    out = tmp_path / "real"
+    code = sim_main(
+        [
+            "--scenario",
+            "stand:0.2",
+            "--realistic",
+            "--payload-mass",
+            "3",
+            "--joint-damping",
+            "0.5",
+            "--mass-mismatch",
+            "0.05",
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 0
+    meta = json.loads((out / "sim_metadata.json").read_text())
+    assert meta["noise"]["gyro_bias_std"] == REALISTIC_NOISE.gyro_bias_std
+    assert meta["noise"]["acc_bias_walk"] == REALISTIC_NOISE.acc_bias_walk
+    assert meta["actuator_losses"]["viscous_Nms_per_rad"] == [0.5, 0.5, 0.5]  # flag overrides the profile
+    assert meta["actuator_losses"]["coulomb_Nm"] == list(REALISTIC_LOSSES.coulomb)
+    assert meta["contact"]["foot_condim"] == 6 and meta["mass_mismatch"]["scale"] == 0.05
+    assert meta["gyro_bias_final"] != meta["gyro_bias"]

@@ -47,15 +47,17 @@ def payload_summary(pi: np.ndarray, cov: np.ndarray) -> dict:
 
 def payload_errors(estimate: dict, pi_true: np.ndarray) -> tuple[dict, dict]:
     """(ground truth {mass_kg, com_m, inertia_com_kgm2}, errors {mass_pct, com_m, inertia_rel_pct}) of a
-    :func:`payload_summary` against the true pi (10,) (mass_pct is None for a true mass of 0)."""
-    m, c, ic = pi_about_com(pi_true) if pi_true[0] > 0 else (0.0, np.zeros(3), np.zeros((3, 3)))
+    :func:`payload_summary` against the true pi (10,) (mass_pct is None for a true mass of 0; relative to |m| for
+    the negative effective payload of a robot lighter than its URDF)."""
+    m, c, ic = pi_about_com(pi_true) if pi_true[0] != 0 else (0.0, np.zeros(3), np.zeros((3, 3)))
     truth = {
         "mass_kg": float(m),
         "com_m": [float(v) for v in c],
         "inertia_com_kgm2": [[float(v) for v in row] for row in ic],
     }
     errors = {
-        "mass_pct": 100.0 * abs(estimate["mass_kg"] - m) / m if m > 0 else None,
+        "mass_pct": 100.0 * abs(estimate["mass_kg"] - m) / abs(m) if m != 0 else None,
+        "mass_kg": float(estimate["mass_kg"] - m),
         "com_m": float(np.linalg.norm(np.array(estimate["com_m"]) - c)),
         "inertia_rel_pct": 100.0
         * float(np.linalg.norm(np.array(estimate["inertia_com_kgm2"]) - ic) / max(np.linalg.norm(ic), 1e-12)),

@@ -12,7 +12,8 @@ done), ``solve/odom`` and the payload topics at every solve. The JSON summary is
 config: it holds no wall-clock values (solve timings are printed, not stored).
 
 JSON keys: ``bag``, ``input_mode``, ``duration_s``, ``ticks``, ``held_ticks``, ``iterations_mean``,
-``samples`` (accepted/rejected/repaired counts by reason), ``payload`` (mass_kg, mass_std_kg, com_m,
+``samples`` (accepted/rejected/repaired counts by reason), ``imu_bias`` / ``actuator`` (identified values and
+standard deviations, when those models are enabled), ``payload`` (mass_kg, mass_std_kg, com_m,
 com_std_m, inertia_com_kgm2, inertia_std_kgm2, frame), and, when the bag has ground truth,
 ``ground_truth`` (mass_kg, com_m, inertia_com_kgm2), ``errors`` (mass_pct, com_m, inertia_rel_pct,
 ate_position_m, final_position_m, drift_per_m, orientation_rms_deg, path_length_m; of the solves' newest nodes), and
@@ -264,7 +265,7 @@ def _bag_duration(path: str) -> float:
 def _inertia_msg_pi(msg) -> np.ndarray:
     i = msg.inertia
     inertia = np.array([[i.ixx, i.ixy, i.ixz], [i.ixy, i.iyy, i.iyz], [i.ixz, i.iyz, i.izz]])
-    if i.m <= 0:
+    if abs(i.m) < 1e-12:  # no payload (a negative mass is an effective payload: robot lighter than its URDF)
         return np.zeros(10)
     return pi_from_com(i.m, np.array([i.com.x, i.com.y, i.com.z]), inertia)
 
@@ -292,6 +293,12 @@ def _summary(bag: str, mode: str, feed, history, truth_payload, truth_odom, dura
         },
         "payload": {**payload_summary(last.payload_pi, last.payload_cov), "frame": last.payload_frame},
     }
+    if last.imu_bias is not None:  # identified IMU biases (imu_bias.enabled): gyro rad/s, accelerometer m/s^2
+        b, sd = last.imu_bias
+        out["imu_bias"] = {"gyro": b[:3].tolist(), "accel": b[3:6].tolist(), "std": sd.tolist()}
+    if last.actuator is not None:  # identified actuator parameters (actuator.enabled)
+        names = est.parameters.actuator.parameter_names()
+        out["actuator"] = {n: [float(v), float(d)] for n, v, d in zip(names, *last.actuator, strict=True)}
     errors = {}
     if truth_payload:
         t_last = last.t

@@ -11,7 +11,14 @@ built body by body from :class:`mcoe_ros.multibody.robot.RobotModel`:
   hip cylinders, thigh/calf boxes, foot spheres r = 0.02 m at the ``*_foot`` frames); rotor and
   sensor shapes skipped; geoms only collide with the floor (plane, friction ``floor_friction``);
 * torque motors (gear 1) with the URDF effort limits (23.7 / 35.55 N m) as control range;
-* optional reflected rotor inertia (``armature``, kg m^2) on every leg hinge;
+* optional actuator losses (:class:`ActuatorLosses`): viscous joint damping, Coulomb friction (MuJoCo
+  ``frictionloss``) and reflected rotor inertia (``armature``) per joint type, inside the physics; the torque the
+  robot *reports* does not include them (see :mod:`mcoe_ros.sim.runner`);
+* optional robot/URDF mismatch (:class:`MassMismatch`): the simulated link masses, inertias and trunk CoM differ
+  from the URDF the estimator uses (seeded); :meth:`Go1Sim.trunk_deviation_pi` gives the trunk's difference;
+* contact options (:class:`ContactConfig`): foot/floor friction (sliding, torsional, rolling), ``condim`` of the
+  foot spheres (3 = point contact, 6 = soft round foot with torsional and rolling friction), ``solref``/``solimp``
+  softness of the ground;
 * a site ``imu`` at the ``imu_link`` frame with MuJoCo ``framequat``/``gyro``/``accelerometer`` sensors
   (accelerometer = specific force a - g in the site frame);
 * a jointless body ``payload`` welded to the trunk, body frame at the payload CoM (trunk frame,
@@ -27,7 +34,7 @@ Frames: world = odom (z up, floor at z = 0); base = trunk origin. Units SI.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import mujoco
 import numpy as np
@@ -103,17 +110,155 @@ def _rot_quat(rotation: np.ndarray) -> np.ndarray:
     return quat
 
 
+JOINT_TYPES = ("hip", "thigh", "calf")
+
+
+def _per_type(values, what: str) -> tuple[float, float, float]:
+    """A scalar or a (hip, thigh, calf) triple -> (hip, thigh, calf) floats >= 0."""
+    vals = np.broadcast_to(np.asarray(values, dtype=float), (3,))
+    if not np.all(np.isfinite(vals)) or np.any(vals < 0):
+        raise ValueError(f"{what} must be finite and >= 0, got {values}")
+    return tuple(float(v) for v in vals)
+
+
+@dataclass(frozen=True)
+class ActuatorLosses:
+    """What happens between the motor torque the robot reports and the torque at the joint (off by default).
+
+    Per joint type (hip, thigh, calf; a scalar applies to all three): ``viscous`` N m s/rad (MuJoCo joint
+    ``damping``), ``coulomb`` N m (MuJoCo ``frictionloss``, a soft dry-friction constraint), ``rotor_inertia``
+    kg m^2 (MuJoCo ``armature``, reflected rotor inertia). ``torque_scale``: torque-constant error, the motor
+    applies ``torque_scale`` x the commanded torque while reporting the commanded one; ``torque_offset`` N m:
+    added to every reported torque (current-sensor offset). Realistic Go1-like magnitudes (issue 13):
+    :data:`REALISTIC_LOSSES`.
+    """
+
+    viscous: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    coulomb: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    rotor_inertia: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    torque_scale: float = 1.0
+    torque_offset: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("viscous", "coulomb", "rotor_inertia"):
+            object.__setattr__(self, name, _per_type(getattr(self, name), f"actuator {name}"))
+        if not 0.5 <= self.torque_scale <= 1.5:
+            raise ValueError(f"torque_scale must be within 0.5 .. 1.5, got {self.torque_scale}")
+        if not np.isfinite(self.torque_offset):
+            raise ValueError("torque_offset must be finite")
+
+    def per_joint(self, joint_names: list[str], name: str) -> np.ndarray:
+        """(nj,) values of field ``name`` in the given joint order (type from the joint name)."""
+        vals = getattr(self, name)
+        return np.array([vals[next(i for i, t in enumerate(JOINT_TYPES) if t in n)] for n in joint_names])
+
+    @property
+    def active(self) -> bool:
+        return any(any(getattr(self, n)) for n in ("viscous", "coulomb", "rotor_inertia")) or (
+            self.torque_scale != 1.0 or self.torque_offset != 0.0
+        )
+
+
+#: Go1-like actuator losses of issue 13: damping 1-2 N m s/rad, Coulomb ~0.2 N m, rotor inertia ~0.01 kg m^2. The
+#: torque-constant error and offset are separate options (``torque_scale``, ``torque_offset``; e.g. 1.03 and
+#: 0.05 N m): no estimator can tell a torque-constant error from a heavier robot, so they are not in this profile
+REALISTIC_LOSSES = ActuatorLosses(viscous=(1.0, 1.5, 2.0), coulomb=(0.2, 0.2, 0.2), rotor_inertia=(0.01, 0.01, 0.01))
+
+
+@dataclass(frozen=True)
+class MassMismatch:
+    """The simulated robot differs from the URDF (the estimator keeps the nominal URDF). Off by default.
+
+    Every link body (trunk and the 12 leg bodies, Pinocchio's merged joint inertias) gets its mass and its
+    inertia about its CoM multiplied by ``1 + s_j``, ``|s_j|`` uniform in [scale / 2, scale]; the sign is
+    ``direction``: 'lighter' (all -), 'heavier' (all +) or 'random' (each link). The trunk CoM moves by a
+    uniform offset in [-com_offset, com_offset] m per axis. Seeded (``seed``)."""
+
+    scale: float = 0.0
+    direction: str = "random"
+    com_offset: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.scale < 0.5:
+            raise ValueError(f"mass mismatch scale must be within 0 .. 0.5, got {self.scale}")
+        if self.direction not in ("random", "lighter", "heavier"):
+            raise ValueError(f"mass mismatch direction must be random, lighter or heavier, got {self.direction!r}")
+        if not 0.0 <= self.com_offset <= 0.05:
+            raise ValueError(f"trunk CoM offset must be within 0 .. 0.05 m, got {self.com_offset}")
+
+    def apply(self, inertias: list) -> list:
+        """Perturbed copies of Pinocchio inertias (index = joint id; index 0, the universe, unchanged)."""
+        rng = np.random.default_rng([self.seed, 13])
+        out = [pin.Inertia(inertias[0])]
+        for jid in range(1, len(inertias)):
+            nom = inertias[jid]
+            mag = rng.uniform(0.5, 1.0) * self.scale
+            sign = {"lighter": -1.0, "heavier": 1.0}.get(self.direction) or (1.0 if rng.uniform() < 0.5 else -1.0)
+            offset = rng.uniform(-1.0, 1.0, 3) * self.com_offset
+            factor = 1.0 + sign * mag
+            com = np.asarray(nom.lever) + (offset if jid == 1 else 0.0)
+            out.append(pin.Inertia(float(nom.mass) * factor, com, np.asarray(nom.inertia) * factor))
+        return out
+
+
+@dataclass(frozen=True)
+class ContactConfig:
+    """Foot/floor contact. Default = the historical stiff point-contact model (condim 3).
+
+    ``floor_friction`` sliding mu (low = slippery floor); ``torsional_friction`` m and ``rolling_friction`` m
+    (MuJoCo's second and third friction coefficients, effective only with ``foot_condim`` 6 = soft round foot);
+    ``solref`` (time constant s, damping ratio) and ``solimp`` (MuJoCo impedance) of the foot and floor geoms:
+    a larger time constant is a softer ground (MuJoCo default (0.02, 1)). Realistic soft-foot profile:
+    :data:`SOFT_FEET`."""
+
+    floor_friction: float = 0.8
+    torsional_friction: float = 0.005
+    rolling_friction: float = 0.0001
+    foot_condim: int = 3
+    solref: tuple[float, float] = (0.02, 1.0)
+    solimp: tuple[float, float, float, float, float] = (0.9, 0.95, 0.001, 0.5, 2.0)
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.floor_friction <= 3.0:
+            raise ValueError(f"floor friction must be within 0 .. 3, got {self.floor_friction}")
+        if self.foot_condim not in (1, 3, 4, 6):
+            raise ValueError(f"foot condim must be 1, 3, 4 or 6, got {self.foot_condim}")
+        if self.torsional_friction < 0 or self.rolling_friction < 0:
+            raise ValueError("torsional and rolling friction must be >= 0")
+        if len(self.solref) != 2 or not 0.002 <= self.solref[0] <= 0.2 or self.solref[1] <= 0:
+            raise ValueError(
+                f"contact solref must be (time constant 0.002 .. 0.2 s, damping ratio > 0), got {self.solref}"
+            )
+
+    @property
+    def friction(self) -> list[float]:
+        return [self.floor_friction, self.torsional_friction, self.rolling_friction]
+
+
+#: soft round feet on a medium-hard floor: torsional and rolling friction on, 2.5x softer contact than default
+SOFT_FEET = ContactConfig(torsional_friction=0.01, rolling_friction=0.002, foot_condim=6, solref=(0.05, 1.0))
+
+
 @dataclass
 class SimConfig:
-    """Physics options. ``timestep`` s; ``armature`` kg m^2 on each leg hinge; ``floor_friction`` sliding mu."""
+    """Physics options. ``timestep`` s; ``armature`` kg m^2 on each leg hinge (added to ``losses.rotor_inertia``);
+    ``floor_friction`` sliding mu (overrides ``contact.floor_friction`` when not None)."""
 
     timestep: float = 0.001
     armature: float = 0.0
-    floor_friction: float = 0.8
+    floor_friction: float | None = None
     payload: PayloadSpec = field(default_factory=PayloadSpec)
+    losses: ActuatorLosses = field(default_factory=ActuatorLosses)
+    mismatch: MassMismatch = field(default_factory=MassMismatch)
+    contact: ContactConfig = field(default_factory=ContactConfig)
+
+    def __post_init__(self) -> None:
+        if self.floor_friction is not None:
+            self.contact = replace(self.contact, floor_friction=float(self.floor_friction))
 
 
-def _add_collision_geoms(spec_bodies: dict, robot: RobotModel, floor_friction: float) -> None:
+def _add_collision_geoms(spec_bodies: dict, robot: RobotModel, contact: ContactConfig) -> None:
     geom_model = pin.buildGeomFromUrdf(robot.model, robot.spec.resolved_urdf(), pin.GeometryType.COLLISION)
     for obj in geom_model.geometryObjects:
         shape = obj.geometry
@@ -134,11 +279,15 @@ def _add_collision_geoms(spec_bodies: dict, robot: RobotModel, floor_friction: f
             continue
         name = obj.name.rsplit("_", 1)[0]
         body = spec_bodies[int(obj.parentJoint)]
+        if name.endswith("_foot"):
+            geom_kw.update(condim=contact.foot_condim)
         body.add_geom(
             name=name,
             contype=2,
             conaffinity=1,
-            friction=[floor_friction, 0.005, 0.0001],
+            friction=contact.friction,
+            solref=list(contact.solref),
+            solimp=list(contact.solimp),
             mass=0.0,
             density=0.0,
             **geom_kw,
@@ -163,12 +312,16 @@ def build_spec(robot: RobotModel, cfg: SimConfig) -> mujoco.MjSpec:
         size=[0, 0, 0.05],
         contype=1,
         conaffinity=2,
-        friction=[cfg.floor_friction, 0.005, 0.0001],
+        friction=cfg.contact.friction,
+        solref=list(cfg.contact.solref),
+        solimp=list(cfg.contact.solimp),
     )
+    inertias = cfg.mismatch.apply(list(model.inertias))
+    losses = cfg.losses
     bodies: dict[int, object] = {}
     trunk = spec.worldbody.add_body(name="trunk", pos=[0, 0, 0.35])
     trunk.add_freejoint(name="root")
-    _set_inertial(trunk, model.inertias[1])
+    _set_inertial(trunk, inertias[1])
     bodies[1] = trunk
     for jid in range(2, model.njoints):
         parent = bodies[int(model.parents[jid])]
@@ -177,7 +330,7 @@ def build_spec(robot: RobotModel, cfg: SimConfig) -> mujoco.MjSpec:
         body = parent.add_body(
             name=jname.replace("_joint", ""), pos=placement.translation.copy(), quat=_rot_quat(placement.rotation)
         )
-        _set_inertial(body, model.inertias[jid])
+        _set_inertial(body, inertias[jid])
         short = model.joints[jid].shortname()
         axis = {"JointModelRX": [1, 0, 0], "JointModelRY": [0, 1, 0], "JointModelRZ": [0, 0, 1]}[short]
         iq = model.joints[jid].idx_q
@@ -187,7 +340,9 @@ def build_spec(robot: RobotModel, cfg: SimConfig) -> mujoco.MjSpec:
             axis=axis,
             range=[float(model.lowerPositionLimit[iq]), float(model.upperPositionLimit[iq])],
             limited=mujoco.mjtLimited.mjLIMITED_TRUE,
-            armature=float(cfg.armature),
+            armature=float(cfg.armature) + losses.per_joint([jname], "rotor_inertia")[0],
+            damping=losses.per_joint([jname], "viscous")[0],
+            frictionloss=losses.per_joint([jname], "coulomb")[0],
         )
         effort = float(model.effortLimit[model.joints[jid].idx_v])
         spec.add_actuator(
@@ -195,11 +350,11 @@ def build_spec(robot: RobotModel, cfg: SimConfig) -> mujoco.MjSpec:
             target=jname,
             trntype=mujoco.mjtTrn.mjTRN_JOINT,
             gainprm=[1.0] + [0.0] * 9,
-            ctrlrange=[-effort, effort],
+            ctrlrange=[-effort * max(1.0, losses.torque_scale), effort * max(1.0, losses.torque_scale)],
             ctrllimited=mujoco.mjtLimited.mjLIMITED_TRUE,
         )
         bodies[jid] = body
-    _add_collision_geoms(bodies, robot, cfg.floor_friction)
+    _add_collision_geoms(bodies, robot, cfg.contact)
     imu = model.frames[robot.imu_frame_id].placement
     trunk.add_site(name="imu", pos=imu.translation.copy(), quat=_rot_quat(imu.rotation))
     for foot in robot.foot_names:
@@ -246,7 +401,8 @@ class Go1Sim:
         self._payload_inertia = self.model.body_inertia[self.payload_id].copy()
         self.joint_names = [self.model.joint(i).name for i in range(1, self.model.njnt)]
         assert self.joint_names == self.robot.joint_names, "MuJoCo and Pinocchio joint orders differ"
-        self.effort_limit = self.model.actuator_ctrlrange[:, 1].copy()
+        #: URDF effort limits (N m) the controller clips its commands to (the motors may apply torque_scale x that)
+        self.effort_limit = self.model.actuator_ctrlrange[:, 1] / max(1.0, self.cfg.losses.torque_scale)
         self._sens = {n: self.model.sensor(n) for n in ("imu_quat", "imu_gyro", "imu_acc")}
         self.payload_active = True
         self.set_payload_active(self._payload_mass > 0.0)
@@ -259,6 +415,22 @@ class Go1Sim:
     def robot_mass(self) -> float:
         """Mass of the robot without the payload (kg)."""
         return float(sum(self.model.body_mass[1:])) - float(self.model.body_mass[self.payload_id])
+
+    def link_inertias(self) -> list:
+        """Pinocchio inertias (index = Pinocchio joint id) of the *simulated* links (URDF mismatch applied)."""
+        return self.cfg.mismatch.apply(list(self.robot.model.inertias))
+
+    def trunk_deviation_pi(self) -> np.ndarray:
+        """pi (10,), trunk frame, of simulated trunk minus URDF trunk (zero without mass mismatch)."""
+        return np.asarray(self.link_inertias()[1].toDynamicParameters()) - np.asarray(
+            self.robot.model.inertias[1].toDynamicParameters()
+        )
+
+    def effective_payload_pi(self) -> np.ndarray:
+        """pi (10,), trunk frame, of what an estimator with the URDF trunk must find: the current payload plus the
+        trunk's deviation from the URDF, as one body (mass may be negative for a robot lighter than its URDF)."""
+        pay = self.payload
+        return (pay.pi if pay.mass > 0 else np.zeros(10)) + self.trunk_deviation_pi()
 
     @property
     def payload(self) -> PayloadSpec:

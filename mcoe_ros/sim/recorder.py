@@ -14,6 +14,9 @@ Topics (record time = sample time = header stamp; t = ``start_time`` + k / rate)
 * ``ground_truth/payload`` (``geometry_msgs/msg/InertiaStamped``, frame ``trunk``): ``m`` (kg),
   ``com`` = payload CoM in the trunk frame (m), ``ixx..izz`` = inertia about the payload CoM expressed in
   the trunk frame (kg m^2); all zero when no payload. Published at ``payload_rate`` (10 Hz) and on change.
+  With a URDF mismatch (:class:`mcoe_ros.sim.mjcf.MassMismatch`) this is the *effective* payload an estimator
+  keeping the URDF must find: payload + (simulated trunk - URDF trunk) as one body; its mass may then be
+  negative (a robot lighter than its URDF). Leg-link deviations are in ``sim_metadata.json`` only.
 * ``ground_truth/contacts`` (``std_msgs/msg/UInt8MultiArray``): 4 flags (1 = normal force > threshold)
   in model foot order FL, FR, RL, RR (layout dim label ``FL,FR,RL,RR``).
 
@@ -28,8 +31,10 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pinocchio as pin
 
 from mcoe_ros.io.bag import BagWriter, header_msg, msg_class, point_msg, quaternion_msg, vector3_msg
+from mcoe_ros.multibody.inertia import pi_about_com
 from mcoe_ros.sim.mjcf import PayloadSpec
 from mcoe_ros.sim.runner import Episode, EpisodeConfig, EpisodeStats
 from mcoe_ros.sim.sensors import Measurement, Truth
@@ -158,11 +163,17 @@ class MessageFactory:
         )
 
     @staticmethod
-    def payload(stamp_ns: int, payload: PayloadSpec) -> object:
-        inertia = payload.inertia
+    def payload(stamp_ns: int, payload: PayloadSpec | np.ndarray) -> object:
+        """InertiaStamped of a PayloadSpec or of a pi (10,) in the trunk frame (zero mass: all zero)."""
+        if isinstance(payload, PayloadSpec):
+            mass, com, inertia = payload.mass, payload.com, payload.inertia
+        elif abs(payload[0]) > 1e-9:
+            mass, com, inertia = pi_about_com(np.asarray(payload, dtype=float))
+        else:
+            mass, com, inertia = 0.0, np.zeros(3), np.zeros((3, 3))
         body = msg_class("geometry_msgs/msg/Inertia")(
-            m=float(payload.mass),
-            com=vector3_msg(payload.com if payload.mass > 0 else np.zeros(3)),
+            m=float(mass),
+            com=vector3_msg(com if mass != 0 else np.zeros(3)),
             ixx=float(inertia[0, 0]),
             ixy=float(inertia[0, 1]),
             ixz=float(inertia[0, 2]),
@@ -205,9 +216,10 @@ def record(
             bag.write("joint_states", TOPICS["joint_states"], t_ns, factory.joint_state(t_ns, meas))
             bag.write("imu/data", TOPICS["imu/data"], t_ns, factory.imu(t_ns, meas))
             bag.write("ground_truth/odom", TOPICS["ground_truth/odom"], t_ns, factory.odom(t_ns, truth))
-            key = (payload.mass, tuple(payload.com), tuple(payload.inertia.ravel()))
+            pi_eff = episode.sim.effective_payload_pi()
+            key = tuple(pi_eff)
             if k % payload_div == 0 or key != state["last_payload"]:
-                bag.write("ground_truth/payload", TOPICS["ground_truth/payload"], t_ns, factory.payload(t_ns, payload))
+                bag.write("ground_truth/payload", TOPICS["ground_truth/payload"], t_ns, factory.payload(t_ns, pi_eff))
                 state["last_payload"] = key
             bag.write("ground_truth/contacts", TOPICS["ground_truth/contacts"], t_ns, factory.contacts(truth))
             state["k"] = k + 1
@@ -229,13 +241,34 @@ def record(
         },
         "controller_knows_payload": cfg.knows,
         "noise": cfg.noise.as_dict(),
-        "gyro_bias": episode.sensors.gyro_bias.tolist(),
-        "acc_bias": episode.sensors.acc_bias.tolist(),
+        "gyro_bias": episode.sensors.initial_gyro_bias.tolist(),
+        "acc_bias": episode.sensors.initial_acc_bias.tolist(),
+        "gyro_bias_final": episode.sensors.gyro_bias.tolist(),
+        "acc_bias_final": episode.sensors.acc_bias.tolist(),
+        "gyro_bias_mean": episode.sensors.mean_bias[0].tolist(),
+        "acc_bias_mean": episode.sensors.mean_bias[1].tolist(),
+        "actuator_losses": {
+            "viscous_Nms_per_rad": list(cfg.losses.viscous),
+            "coulomb_Nm": list(cfg.losses.coulomb),
+            "rotor_inertia_kgm2": [r + cfg.armature for r in cfg.losses.rotor_inertia],
+            "joint_types": ["hip", "thigh", "calf"],
+            "torque_scale": cfg.losses.torque_scale,
+            "torque_offset_Nm": cfg.losses.torque_offset,
+        },
+        "mass_mismatch": _mismatch_meta(episode),
+        "contact": {
+            "floor_friction": episode.sim.cfg.contact.floor_friction,
+            "torsional_friction": episode.sim.cfg.contact.torsional_friction,
+            "rolling_friction": episode.sim.cfg.contact.rolling_friction,
+            "foot_condim": episode.sim.cfg.contact.foot_condim,
+            "solref": list(episode.sim.cfg.contact.solref),
+            "solimp": list(episode.sim.cfg.contact.solimp),
+        },
         "seed": cfg.seed,
         "rates_hz": {"sensors": cfg.rate, "control": cfg.control_rate, "physics": 1.0 / cfg.timestep},
         "payload_rate_hz": payload_rate,
         "armature_kgm2": cfg.armature,
-        "floor_friction": cfg.floor_friction,
+        "floor_friction": episode.sim.cfg.contact.floor_friction,
         "foot_force_scale_raw_per_N": cfg.foot_force_scale,
         "contact_threshold_N": cfg.contact_threshold,
         "frames": {"world": "odom", "base": "base (trunk origin)", "imu": "imu_link", "payload": "trunk"},
@@ -258,3 +291,40 @@ def record(
         json.dump(meta, fh, indent=2, default=float)
         fh.write("\n")
     return stats, meta
+
+
+def _mismatch_meta(episode: Episode) -> dict:
+    """Simulated robot vs URDF: options, trunk deviation (pi, trunk frame), effective payload at the start, and per
+    leg-link body the mass and CoM differences."""
+    sim = episode.sim
+    mm = sim.cfg.mismatch
+    model = sim.robot.model
+    true_inertias = sim.link_inertias()
+    legs = {}
+    for jid in range(2, model.njoints):
+        nom, tru = model.inertias[jid], true_inertias[jid]
+        legs[model.names[jid].replace("_joint", "")] = {
+            "mass_kg": float(tru.mass),
+            "urdf_mass_kg": float(nom.mass),
+            "inertia_scale": float(tru.mass / nom.mass) if nom.mass > 0 else 1.0,
+        }
+    dev = sim.trunk_deviation_pi()
+    pay = episode.cfg.payload
+    eff = (pay.pi if pay.mass > 0 else np.zeros(10)) + dev
+    return {
+        "scale": mm.scale,
+        "direction": mm.direction,
+        "trunk_com_offset_max_m": mm.com_offset,
+        "seed": mm.seed,
+        "trunk_mass_kg": float(true_inertias[1].mass),
+        "urdf_trunk_mass_kg": float(model.inertias[1].mass),
+        "trunk_com_m": np.asarray(true_inertias[1].lever).tolist(),
+        "urdf_trunk_com_m": np.asarray(model.inertias[1].lever).tolist(),
+        "trunk_deviation_pi": dev.tolist(),
+        "effective_payload_pi_with_payload": eff.tolist(),
+        "leg_mass_deviation_kg": float(
+            sum(true_inertias[j].mass - model.inertias[j].mass for j in range(2, model.njoints))
+        ),
+        "legs": legs,
+        "pinocchio": pin.__version__,
+    }

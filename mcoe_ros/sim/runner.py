@@ -6,6 +6,10 @@ divide the physics rate. Before t = 0 the robot settles for ``settle`` s in the 
 recorded). Sample k is at t = k / rate, k = 0 .. round(duration * rate) - 1; its state, torques, contact
 forces and accelerometer reading are those of that instant (MuJoCo sensors are evaluated in ``mj_step``
 before integration). The controller uses ground-truth contact flags.
+
+Actuator losses (:class:`mcoe_ros.sim.mjcf.ActuatorLosses`): the controller's torque is what the robot reports
+(plus ``torque_offset``); MuJoCo applies ``torque_scale`` times it, then loses joint damping, Coulomb friction and
+rotor inertia inside the physics. The controller keeps the nominal URDF (it does not know a mass mismatch).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import mujoco
 import numpy as np
 
 from mcoe_ros.multibody.robot import RobotModel
-from mcoe_ros.sim.mjcf import Go1Sim, PayloadSpec, SimConfig
+from mcoe_ros.sim.mjcf import ActuatorLosses, ContactConfig, Go1Sim, MassMismatch, PayloadSpec, SimConfig
 from mcoe_ros.sim.scenarios import (
     FOOT_RADIUS,
     NOMINAL_HEIGHT,
@@ -58,7 +62,10 @@ class EpisodeConfig:
     control_rate: float = 500.0
     timestep: float = 0.001
     armature: float = 0.0
-    floor_friction: float = 0.8
+    floor_friction: float | None = None  #: overrides contact.floor_friction when set
+    losses: ActuatorLosses = field(default_factory=ActuatorLosses)
+    mismatch: MassMismatch = field(default_factory=MassMismatch)
+    contact: ContactConfig = field(default_factory=ContactConfig)
     noise: NoiseConfig = field(default_factory=lambda: NoiseConfig().scaled(0.0))
     seed: int = 0
     settle: float = 0.5
@@ -97,9 +104,13 @@ class Episode:
         physics_rate = 1.0 / cfg.timestep
         self.sens_div = rate_divider(physics_rate, cfg.rate, "sensor rate")
         self.ctrl_div = rate_divider(physics_rate, cfg.control_rate, "control rate")
-        self.sim = Go1Sim(SimConfig(cfg.timestep, cfg.armature, cfg.floor_friction, cfg.payload))
+        self.sim = Go1Sim(
+            SimConfig(
+                cfg.timestep, cfg.armature, cfg.floor_friction, cfg.payload, cfg.losses, cfg.mismatch, cfg.contact
+            )
+        )
         self.ctrl = Go1Controller(RobotModel(self.sim.robot.spec), gains=ControllerGains())
-        self.sensors = SensorModel(cfg.noise, cfg.seed, cfg.foot_force_scale)
+        self.sensors = SensorModel(cfg.noise, cfg.seed, cfg.foot_force_scale, dt=1.0 / cfg.rate)
         self.segments = [make_scenario(n, d, self.ctrl.nominal_feet) for n, d in cfg.segments]
         self.n_samples = int(round(cfg.duration * cfg.rate))
 
@@ -130,7 +141,7 @@ class Episode:
         if stats is not None:
             stats.payload_changes.append((t, self.sim.payload_active))
 
-    def _truth(self, t: float, qpos: np.ndarray, qvel: np.ndarray, tau: np.ndarray) -> Truth:
+    def _truth(self, t: float, qpos: np.ndarray, qvel: np.ndarray, tau: np.ndarray, tau_cmd: np.ndarray) -> Truth:
         sim = self.sim
         rot = np.empty(9)
         mujoco.mju_quat2Mat(rot, qpos[3:7])
@@ -149,16 +160,18 @@ class Episode:
             imu_acc=sim.sensor("imu_acc"),
             foot_force=forces,
             contacts=forces > self.cfg.contact_threshold,
+            tau_reported=tau_cmd + self.cfg.losses.torque_offset,
         )
 
-    def _control_step(self, ref, contact: np.ndarray, do_update: bool) -> np.ndarray:
+    def _control_step(self, ref, contact: np.ndarray, do_update: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(applied motor torque, commanded = reported torque before offset) (12,) each, N m."""
         d = self.sim.data
         if do_update:
             q, v = self.pin_state()
             self.ctrl.update(ref, q, v, contact, self.ctrl_div * self.cfg.timestep)
         tau = self.ctrl.torque(d.qpos[7:], d.qvel[6:], self.sim.effort_limit)
-        d.ctrl[:] = tau
-        return tau
+        d.ctrl[:] = self.cfg.losses.torque_scale * tau
+        return d.ctrl.copy(), tau
 
     def _yaw(self) -> float:
         w, x, y, z = self.sim.data.qpos[3:7]
@@ -195,7 +208,7 @@ class Episode:
             seg = self.segments[seg_idx]
             ts = t - seg_start
             self._set_payload(seg.payload_active(ts, sim.payload_active), t, stats)
-            tau = self._control_step(seg.reference(ts), contact, step % self.ctrl_div == 0)
+            tau, tau_cmd = self._control_step(seg.reference(ts), contact, step % self.ctrl_div == 0)
             sample = step % self.sens_div == 0
             if sample:
                 qpos, qvel = sim.data.qpos.copy(), sim.data.qvel.copy()
@@ -203,7 +216,7 @@ class Episode:
             forces = sim.foot_normal_forces()
             contact = forces > cfg.contact_threshold
             if sample:
-                truth = self._truth(t, qpos, qvel, tau)
+                truth = self._truth(t, qpos, qvel, tau, tau_cmd)
                 meas = self.sensors.measure(truth)
                 stats.n_samples += 1
                 stats.min_height = min(stats.min_height, float(qpos[2]))

@@ -6,9 +6,13 @@ imu_link in odom; imu_link has the trunk's orientation), gyro (rad/s, imu_link f
 (specific force a - g, m/s^2, imu_link frame: +9.81 on z at rest level), raw foot force
 (int16 = round(foot_force_scale * normal force [N] + noise), clipped).
 
-Noise: zero-mean Gaussian per channel (``*_std``), constant gyro/accelerometer biases drawn once per
-run (``*_bias_std``), encoder quantisation ``q_resolution`` rad (0 = off). All random draws come from
-one ``numpy.random.Generator`` seeded by ``seed`` (deterministic).
+Noise: zero-mean Gaussian per channel (``*_std``), gyro/accelerometer biases drawn once per run
+(``*_bias_std``) that then follow a random walk (``*_bias_walk``, units per sqrt(s); 0 = constant),
+encoder quantisation ``q_resolution`` rad and torque quantisation ``tau_resolution`` N m (0 = off). The
+reported torque is :attr:`Truth.tau_reported` (the commanded motor torque plus offset, see
+:class:`mcoe_ros.sim.mjcf.ActuatorLosses`), not the torque at the joint. The white noise and the initial
+biases come from one ``numpy.random.Generator`` seeded by ``seed`` (deterministic); the bias walks from a
+second generator of the same seed, so bags without a walk are unchanged by its presence.
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ class NoiseConfig:
     acc_std: float = 0.04
     acc_bias_std: float = 0.03
     foot_force_std: float = 3.0  #: raw units
+    gyro_bias_walk: float = 0.0  #: rad/s/sqrt(s), gyro bias random walk
+    acc_bias_walk: float = 0.0  #: m/s^2/sqrt(s), accelerometer bias random walk
+    tau_resolution: float = 0.0  #: N m, quantisation of the reported torque (0 = off)
 
     def scaled(self, factor: float) -> NoiseConfig:
         """All noise levels (incl. biases and quantisation) multiplied by ``factor`` (0 = perfect sensors)."""
@@ -44,6 +51,13 @@ class NoiseConfig:
         return asdict(self)
 
 
+#: Go1-like sensors of issue 13: the default noise with gyro bias 0.01 rad/s and accelerometer bias 0.05 m/s^2
+#: (std per axis), bias random walks 5e-4 rad/s/sqrt(s) and 5e-3 m/s^2/sqrt(s), torque reported in 0.01 N m steps
+REALISTIC_NOISE = NoiseConfig(
+    gyro_bias_std=0.01, acc_bias_std=0.05, gyro_bias_walk=5e-4, acc_bias_walk=5e-3, tau_resolution=0.01
+)
+
+
 @dataclass
 class Truth:
     """Ground truth at one sample instant (model orders; world = odom; base = trunk origin)."""
@@ -51,7 +65,7 @@ class Truth:
     t: float  #: s since the recording start
     q: np.ndarray  #: (12,) rad
     dq: np.ndarray  #: (12,) rad/s
-    tau: np.ndarray  #: (12,) applied motor torque, N m
+    tau: np.ndarray  #: (12,) motor torque applied to the joint (before the joint losses), N m
     base_pos: np.ndarray  #: (3,) trunk origin in odom, m
     base_quat: np.ndarray  #: (4,) w, x, y, z, trunk orientation in odom
     v_body: np.ndarray  #: (3,) trunk-origin linear velocity in the trunk frame, m/s
@@ -61,6 +75,7 @@ class Truth:
     imu_acc: np.ndarray  #: (3,) specific force, m/s^2, imu_link frame
     foot_force: np.ndarray  #: (4,) normal contact force, N
     contacts: np.ndarray  #: (4,) bool
+    tau_reported: np.ndarray | None = None  #: (12,) noise-free torque the robot reports, N m (None: = tau)
 
 
 @dataclass
@@ -80,12 +95,29 @@ class Measurement:
 class SensorModel:
     """Turns :class:`Truth` into :class:`Measurement` with :class:`NoiseConfig` noise; deterministic per seed."""
 
-    def __init__(self, noise: NoiseConfig, seed: int = 0, foot_force_scale: float = 1.0):
+    def __init__(self, noise: NoiseConfig, seed: int = 0, foot_force_scale: float = 1.0, dt: float = 0.002):
         self.noise = noise
         self.rng = np.random.default_rng(seed)
+        self.walk_rng = np.random.default_rng([seed, 7])
         self.foot_force_scale = float(foot_force_scale)
+        self.dt = float(dt)  #: s between two measure() calls (bias random walk step)
         self.gyro_bias = self.rng.normal(0.0, 1.0, 3) * noise.gyro_bias_std
         self.acc_bias = self.rng.normal(0.0, 1.0, 3) * noise.acc_bias_std
+        self.initial_gyro_bias, self.initial_acc_bias = self.gyro_bias.copy(), self.acc_bias.copy()
+        self._bias_sum, self._n = np.zeros(6), 0
+
+    @property
+    def mean_bias(self) -> tuple[np.ndarray, np.ndarray]:
+        """(gyro (3,), accelerometer (3,)) biases averaged over the measurements so far."""
+        mean = self._bias_sum / max(self._n, 1)
+        return mean[:3], mean[3:]
+
+    def _walk(self) -> None:
+        nz = self.noise
+        if nz.gyro_bias_walk > 0.0:
+            self.gyro_bias = self.gyro_bias + self.walk_rng.normal(0.0, 1.0, 3) * nz.gyro_bias_walk * np.sqrt(self.dt)
+        if nz.acc_bias_walk > 0.0:
+            self.acc_bias = self.acc_bias + self.walk_rng.normal(0.0, 1.0, 3) * nz.acc_bias_walk * np.sqrt(self.dt)
 
     def _gauss(self, std: float, n: int) -> np.ndarray:
         return self.rng.normal(0.0, 1.0, n) * std  # always draw: same stream whatever the levels
@@ -96,7 +128,9 @@ class SensorModel:
         if nz.q_resolution > 0.0:
             q = np.round(q / nz.q_resolution) * nz.q_resolution
         dq = truth.dq + self._gauss(nz.dq_std, 12)
-        tau = truth.tau + self._gauss(nz.tau_std, 12)
+        tau = (truth.tau if truth.tau_reported is None else truth.tau_reported) + self._gauss(nz.tau_std, 12)
+        if nz.tau_resolution > 0.0:
+            tau = np.round(tau / nz.tau_resolution) * nz.tau_resolution
         dtheta = self._gauss(nz.orientation_std, 3)
         w, x, y, z = truth.imu_quat
         rot = pin.Quaternion(w, x, y, z).toRotationMatrix() @ pin.exp3(dtheta)
@@ -104,6 +138,10 @@ class SensorModel:
         quat = np.array([qn.w, qn.x, qn.y, qn.z])
         if quat[0] < 0:
             quat = -quat
+        if self._n:
+            self._walk()
+        self._bias_sum += np.r_[self.gyro_bias, self.acc_bias]
+        self._n += 1
         gyro = truth.imu_gyro + self.gyro_bias + self._gauss(nz.gyro_std, 3)
         acc = truth.imu_acc + self.acc_bias + self._gauss(nz.acc_std, 3)
         raw = self.foot_force_scale * truth.foot_force + self._gauss(nz.foot_force_std, 4)
