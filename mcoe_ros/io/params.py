@@ -432,8 +432,9 @@ def flatten(tree: dict, prefix: str = "") -> dict:
     return flat
 
 
-def load_params(path: str, node_name: str = NODE_NAME) -> dict:
-    """Read a ROS 2 parameter YAML (``node: ros__parameters: ...``) into a validated flat dict."""
+def load_params(path: str, node_name: str = NODE_NAME, required: bool = True) -> dict:
+    """Read a ROS 2 parameter YAML (``/**: ros__parameters: ...``) into a validated flat dict (``required=False``:
+    a file without a section for this node gives {})."""
     import yaml
 
     try:
@@ -442,10 +443,14 @@ def load_params(path: str, node_name: str = NODE_NAME) -> dict:
     except OSError as err:
         raise ConfigError(f"cannot read config '{path}': {err.strerror}") from err
     except yaml.YAMLError as err:
-        raise ConfigError(f"config '{path}' is not valid YAML: {str(err).splitlines()[0]}") from err
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ConfigError(f"config '{path}' is not valid YAML{where}: {str(err).splitlines()[0]}") from err
     if not isinstance(doc, dict):
         raise ConfigError(f"config '{path}' must be a mapping with a '/**' or '{node_name}' entry")
     sections = [v for k, v in doc.items() if _applies(str(k), node_name)]
+    if not sections and not required:
+        return {}
     if not sections or not all(isinstance(v, dict) and isinstance(v.get("ros__parameters"), dict) for v in sections):
         raise ConfigError(f"config '{path}' has no '/**: ros__parameters:' (or '{node_name}:') section")
     flat = {}

@@ -41,7 +41,7 @@ from mcoe_ros.io import messages
 from mcoe_ros.io.convert import stamp_seconds
 from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.io.intake import HealthMonitor, StreamIntake
-from mcoe_ros.io.params import DEFAULTS, NODE_NAME, PARAMETERS, ConfigError, node_config
+from mcoe_ros.io.params import DEFAULTS, NODE_NAME, PARAMETERS, ConfigError, load_params, node_config
 from mcoe_ros.ros.convert import fill, message_class
 
 SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=500, reliability=ReliabilityPolicy.BEST_EFFORT)
@@ -190,7 +190,7 @@ class EstimatorNode(Node):
             self._worker.join(timeout=timeout)
 
     def destroy_node(self):
-        if self._running:
+        if getattr(self, "_running", False):  # also called by rclpy on a node whose constructor failed
             self.stop()
         return super().destroy_node()
 
@@ -212,7 +212,7 @@ class EstimatorNode(Node):
         sent = info.get("source_timestamp") if info else None
         return stream.message(time.time(), None if not sent else sent * 1e-9, seq or None, publisher, t_data=t_data)
 
-    def _on_low_state(self, msg, info=None) -> None:
+    def _on_low_state(self, msg, info) -> None:
         # No header: the stamp is the publication time on the node's clock (reception time minus the queueing
         # delay), so callback starvation neither delays stamps nor fakes gaps.
         delay = self._account(self.intake[0], info)
@@ -224,11 +224,11 @@ class EstimatorNode(Node):
         if stamp is not None:
             self.intake[0].data_time(stamp)
 
-    def _on_joints(self, msg, info=None) -> None:
+    def _on_joints(self, msg, info) -> None:
         self._account(self.intake[0], info, stamp_seconds(msg.header.stamp))
         self._guard(self.feed.joint_state, msg)
 
-    def _on_imu(self, msg, info=None) -> None:
+    def _on_imu(self, msg, info) -> None:
         self._account(self.intake[1], info, stamp_seconds(msg.header.stamp))
         self._guard(self.feed.imu, msg)
 
@@ -294,6 +294,12 @@ def main(args=None) -> int:
     if any(a in ("-h", "--help") for a in argv[:ros_args]):
         print(usage())
         return 0
+    try:  # our reading of the parameter files first: one line naming the file and key (rcl's is two, less clear)
+        for path in (argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--params-file"):
+            load_params(path, required=False)
+    except ConfigError as err:
+        print(f"mcoe_estimator: configuration error: {err}", file=sys.stderr)
+        return 2
     # Our own SIGINT/SIGTERM handling: the context stays valid until the node has stopped and logged
     # (no "Failed to publish log message to rosout"), and the spin loop notices within 0.1 s.
     try:
