@@ -8,6 +8,8 @@ import yaml
 
 from mcoe_ros.io.params import DEFAULTS, NODE_NAME, PARAMETERS, ConfigError, flatten, load_params, resolve
 
+pytestmark = pytest.mark.quick  # also run by colcon test in .ci/colcon-check
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 YAML = os.path.join(ROOT, "config", "go1.yaml")
 

@@ -160,6 +160,8 @@ class Estimator:
         """Joint sample (model order). False if rejected (counted in stats)."""
         try:
             sample = validate_joint(self._local(t), q, dq, tau, self.robot.nj, self.limits)
+            if foot_force is not None and not np.all(np.isfinite(foot_force)):
+                raise InvalidSample("non_finite", "foot_force contains NaN or Inf")
         except InvalidSample as err:
             self.count_invalid(err)
             return False

@@ -145,7 +145,7 @@ _TABLE: tuple[Param, ...] = (
     Param(
         "output.stale_timeout",
         "output.stale_timeout",
-        "seconds without an estimate (while input arrives) or without input before diagnostics report ERROR",
+        "s without an estimate (while input arrives) or input before diagnostics say ERROR; span of 'recent' problems",
     ),
     # estimator grid and window
     Param("estimator.dt", "estimator.grid.dt", "estimator grid step, s"),

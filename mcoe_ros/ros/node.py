@@ -129,7 +129,8 @@ class EstimatorNode(Node):
             self.intake = [StreamIntake(n, period, depth, max_gap=gap) for n in ("joint_states", "imu")]
             self.create_subscription(JointState, inputs.joint_states_topic, self._on_joints, SENSOR_QOS)
             self.create_subscription(Imu, inputs.imu_topic, self._on_imu, SENSOR_QOS)
-        self.health = HealthMonitor(self.config.output.stale_timeout)
+        stale = self.config.output.stale_timeout
+        self.health = HealthMonitor(stale, recent=max(stale, 2 * self.config.output.diagnostics_period))
         self._logged_rejected: Counter = Counter()
         self.create_timer(self.config.output.diagnostics_period, self._publish_diagnostics)
         # Sensor callbacks only buffer samples and advance the grid (cheap, under the lock); solves run in
