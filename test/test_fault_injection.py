@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import math
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ import numpy as np
 import pytest
 
 rclpy = pytest.importorskip("rclpy", reason="ROS 2 wheels not installed (run .ci/setup-env)")
+import test_node  # noqa: E402  (the same start/stop conventions as the end-to-end node test)
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from geometry_msgs.msg import InertiaStamped  # noqa: E402
 from nav_msgs.msg import Odometry  # noqa: E402
@@ -40,9 +40,8 @@ from mcoe_ros.testing.data import SAMPLE_BAG  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(ROOT, "config", "go1.yaml")
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-MASS_JUMP = (
-    2.5  #: kg between consecutive payload messages (the estimator's bound is 1 kg or 4 sigma, doubling per hold)
-)
+#: kg between consecutive payload messages (the estimator's bound is 1 kg or 4 sigma, doubling per held tick)
+MASS_JUMP = 2.5
 FAST = [  # cheaper solves so the shared CI machine keeps up; short diagnostics period and recent span
     "solver.max_iterations:=2",
     "solver.max_iterations_cold:=4",
@@ -61,12 +60,8 @@ def start_node(ns: str, *params: str) -> subprocess.Popen:
 
 
 def stop_node(proc: subprocess.Popen) -> tuple[str, int]:
-    proc.send_signal(signal.SIGINT)
-    try:
-        out, _ = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
+    """SIGINT the node (test_node's helper); its output and exit code."""
+    out = test_node.stop_node(proc)
     return out, proc.returncode
 
 
