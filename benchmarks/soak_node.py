@@ -99,7 +99,9 @@ def load_messages() -> list:
     return [deserialize_message(raw, LowState) for _t, _ty, _tn, raw in iter_raw(SAMPLE_BAG, ["low_state"])]
 
 
-def node_command() -> list[str]:
+def node_command(node: str | None = None) -> list[str]:
+    if node:  # e.g. a wrapper script that profiles the node
+        return [sys.executable, node, "--ros-args", "-r", "__ns:=/mcoe"]
     script = os.path.join(os.path.dirname(sys.executable), "mcoe_estimator")
     if not os.path.exists(script):
         script = shutil.which("mcoe_estimator") or ""
@@ -114,12 +116,13 @@ def main(argv=None) -> int:
     ap.add_argument("--rate", type=float, default=500.0, help="LowState rate, Hz")
     ap.add_argument("--every", type=float, default=10.0, help="seconds between table rows")
     ap.add_argument("--markdown", help="write the table (and the summary) to this file")
+    ap.add_argument("--node", help="a Python script to run instead of the mcoe_estimator console script")
     args = ap.parse_args(argv)
 
     msgs = load_messages()
     log_path = os.path.join("/tmp", f"soak_node_{os.getpid()}.log")
     log = open(log_path, "w")  # noqa: SIM115 - kept open for the node's lifetime
-    proc = subprocess.Popen(node_command(), stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(node_command(args.node), stdout=log, stderr=subprocess.STDOUT)
     ctx = rclpy.context.Context()
     rclpy.init(context=ctx)
     listener = Listener(ctx)
@@ -128,7 +131,7 @@ def main(argv=None) -> int:
     threading.Thread(target=executor.spin, daemon=True).start()
     player = rclpy.create_node("soak_player", context=ctx)
     pub = player.create_publisher(LowState, "/low_state", QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE))
-    deadline = time.monotonic() + 60.0
+    deadline = time.monotonic() + 180.0  # a loaded machine needs a while to import and build the models
     while time.monotonic() < deadline and not pub.get_subscription_count():
         time.sleep(0.1)
     if not pub.get_subscription_count():
