@@ -174,7 +174,20 @@ def main(argv=None) -> int:
             rows.append(_fmt(row))
             print(rows[-1], flush=True)
             next_row += args.every
-    time.sleep(max(3.0, 2.5 * 1.0))  # let the node drain its queue and publish diagnostics twice
+    # let the node drain its queue: until every published message is received or declared lost (or 120 s)
+    deadline, last, t_change = time.monotonic() + 120.0, None, time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        with listener.lock:
+            d = dict(listener.diag)
+        now = (int(d.get("in_low_state_received", 0)), int(d.get("in_low_state_lost", 0)))
+        if sum(now) >= published:
+            time.sleep(1.5)  # one more diagnostics message
+            break
+        if now != last:
+            last, t_change = now, time.monotonic()
+        elif time.monotonic() - t_change > 15.0:
+            break
     row = _row(
         listener, max(peak, rss_mb(proc.pid)), published, time.monotonic() - t_last_row, time.monotonic() - t0, all_lat
     )
