@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 
-os.environ.setdefault("ROS_DOMAIN_ID", str(150 + os.getpid() % 50))
+os.environ.setdefault("ROS_DOMAIN_ID", str(200 + os.getpid() % 30))  # outside the tests' 100..199
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -21,7 +21,6 @@ that subscribes late still gets the last value — ``payload/rls/inertia`` when 
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import sys
@@ -135,7 +134,6 @@ class EstimatorNode(Node):
         self.health = HealthMonitor(stale, recent=max(stale, 2 * self.config.output.diagnostics_period))
         self._logged_rejected: Counter = Counter()
         self.create_timer(self.config.output.diagnostics_period, self._publish_diagnostics)
-        self.create_timer(30.0, _trim_heap)
         # Sensor callbacks only buffer samples and advance the grid (cheap, under the lock); solves run in
         # a worker thread so that callbacks keep draining the subscription queues during a solve.
         self._lock = threading.Lock()
@@ -292,25 +290,7 @@ class EstimatorNode(Node):
         return TransformBroadcaster(self)
 
 
-def _limit_malloc_arenas() -> None:
-    """glibc gives each thread its own malloc arena; samples allocated by the executor thread and freed by the
-    solve worker fragment them and the resident size creeps up over hours. Two arenas keep it flat (no-op elsewhere)."""
-    try:
-        ctypes.CDLL("libc.so.6").mallopt(-8, 2)  # M_ARENA_MAX = 2, before any thread exists
-    except (OSError, AttributeError):
-        pass
-
-
-def _trim_heap() -> None:
-    """Return the freed heap pages to the OS (glibc malloc_trim; no-op elsewhere)."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
 def main(args=None) -> int:
-    _limit_malloc_arenas()
     argv = list(sys.argv[1:] if args is None else args)
     ros_args = argv.index("--ros-args") if "--ros-args" in argv else len(argv)
     if any(a in ("-h", "--help") for a in argv[:ros_args]):
