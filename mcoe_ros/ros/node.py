@@ -257,7 +257,8 @@ class EstimatorNode(Node):
             diag.extra.update(stream.key_values())
         diag.extra.update(recent)
         self._log_rejections(diag)
-        tree = messages.diagnostics_message(self.feed.estimator.last_time, diag)
+        # named after the fully qualified node name: several estimators (namespaces) share /diagnostics
+        tree = messages.diagnostics_message(self.feed.estimator.last_time, diag, name=self.get_fully_qualified_name())
         self.pub_diag.publish(fill(self.pub_diag.msg_type(), tree))
 
     def _log_rejections(self, diag) -> None:
