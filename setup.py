@@ -6,6 +6,7 @@ from glob import glob
 from setuptools import find_packages, setup
 
 PACKAGE = "mcoe_ros"
+TEST_REQUIRES = ["pytest", "hypothesis"]
 
 
 def _msg_files() -> list:
@@ -30,6 +31,8 @@ setup(
         ("share/" + PACKAGE + "/config", glob("config/*.yaml")),
     ],
     install_requires=["numpy", "scipy", "setuptools"],
+    # `colcon test` runs pytest on test/ when setup.py declares it as the test runner's requirement
+    extras_require={"test": TEST_REQUIRES},
     zip_safe=True,
     maintainer="mcoe_ros maintainers",
     maintainer_email="maintainers@mcoe-ros.org",

@@ -7,3 +7,8 @@ import os
 os.environ.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "faults: fault injection on a real rclpy graph (test_fault_injection.py)")
+    config.addinivalue_line("markers", "quick: a fast subset (run by the colcon workspace test of .ci/test)")

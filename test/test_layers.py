@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.quick  # also run by colcon test in .ci/colcon-check
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "mcoe_ros"
 

@@ -6,6 +6,8 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -39,3 +41,60 @@ def test_wheel_contains_data_files_and_console_scripts(tmp_path):
     scripts = zipfile.ZipFile(wheel).read(entry).decode()
     for script in ("mcoe_estimator", "mcoe_replay", "mcoe_sim"):
         assert script in scripts
+
+
+#: import name -> package.xml key, for modules whose rosdep key differs from the import name
+ROSDEP_KEYS = {
+    "tf2_ros": "tf2_ros_py",
+    "numpy": "python3-numpy",
+    "scipy": "python3-scipy",
+    "yaml": "python3-yaml",
+    "matplotlib": "python3-matplotlib",
+    "pytest": "python3-pytest",
+    "hypothesis": "python3-hypothesis",
+}
+PIP_ONLY = ("rosbags", "mujoco")  #: not on rosdep: named in package.xml's comment and installed with pip
+OPTIONAL = ("unitree_legged_msgs", "ros2_unitree_legged_msgs")  #: either one (or none with joint_states input)
+
+
+def _imports(folder: str) -> set[str]:
+    import ast
+
+    names = set()
+    for base, _dirs, files in os.walk(os.path.join(ROOT, folder)):
+        for f in files:
+            if f.endswith(".py"):
+                with open(os.path.join(base, f), encoding="utf-8") as fh:
+                    tree = ast.parse(fh.read())
+                for node in ast.walk(tree):
+                    if isinstance(node, ast.Import):
+                        names.update(a.name.split(".")[0] for a in node.names)
+                    elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                        names.add(node.module.split(".")[0])
+    local = {"mcoe_ros", "conftest", "__future__"} | {f[:-3] for f in os.listdir(os.path.join(ROOT, "test"))}
+    return {n for n in names if n not in sys.stdlib_module_names and n not in local}
+
+
+@pytest.mark.quick
+def test_package_xml_declares_every_import():
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(os.path.join(ROOT, "package.xml")).getroot()
+    exec_deps = {e.text for e in root if e.tag in ("depend", "exec_depend")}
+    test_deps = exec_deps | {e.text for e in root if e.tag == "test_depend"}
+    with open(os.path.join(ROOT, "package.xml"), encoding="utf-8") as fh:
+        text = fh.read()
+    for folder, declared in (("mcoe_ros", exec_deps), ("launch", exec_deps), ("test", test_deps)):
+        for name in sorted(_imports(folder)):
+            if name in PIP_ONLY:
+                assert name in text, f"pip-only {name} is not named in package.xml"
+            elif name not in OPTIONAL:
+                key = ROSDEP_KEYS.get(name, name)
+                assert key in declared, f"{folder}/ imports {name}: package.xml lacks the dependency {key}"
+
+
+@pytest.mark.quick
+def test_setup_py_declares_the_test_runner_for_colcon_test():
+    with open(os.path.join(ROOT, "setup.py"), encoding="utf-8") as fh:
+        text = fh.read()
+    assert 'extras_require={"test": TEST_REQUIRES}' in text and '"pytest"' in text

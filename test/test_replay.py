@@ -130,3 +130,34 @@ def test_bad_config_is_a_one_line_error(tmp_path):
     cfg = tmp_path / "bad.yaml"
     cfg.write_text("mcoe_estimator:\n  ros__parameters:\n    solver:\n      rollout: zigzag\n")
     assert "solver.rollout" in _one_line_error(replay(SAMPLE, "--config", str(cfg), check=False))
+
+
+def test_output_bag_metadata_carries_the_offered_qos(sample_run):
+    """A played-back latched payload topic must reach transient-local subscribers: the QoS is in the metadata."""
+    import yaml
+
+    tmp, _ = sample_run
+    meta = yaml.safe_load((tmp / "out" / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    qos = {
+        t["topic_metadata"]["name"]: t["topic_metadata"]["offered_qos_profiles"]
+        for t in meta["topics_with_message_count"]
+    }
+    assert "transient_local" in str(qos["/mcoe/payload/inertia"]) and "volatile" in str(qos["/mcoe/odom"])
+    assert all(v for v in qos.values())
+
+
+def test_ros2_bag_record_names_zero_payload_and_log_progress(tmp_path):
+    """Ground truth recorded as /ground_truth/* (ros2 bag record), a true payload of 0 kg, stderr not a terminal."""
+    bag = tmp_path / "recorded"
+    types = {t: s.msgtype for t, s in bag_topics(SAMPLE).items()}
+    with BagWriter(bag) as writer:
+        for topic, t_ns, msg in iter_messages(SAMPLE, ["low_state", "ground_truth/odom", "ground_truth/payload"]):
+            if topic == "ground_truth/payload":
+                msg.inertia.m = 0.0
+            writer.write("/" + topic, types[topic], t_ns, msg)
+    out = replay(str(bag), "--end", "0.6", "--json", str(tmp_path / "s.json"))
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["ground_truth"]["mass_kg"] == 0.0 and summary["errors"]["mass_pct"] is None
+    assert "ate_position_m" in summary["errors"]  # /ground_truth/odom was used
+    assert "n/a (no payload)" in out.stdout
+    assert "mcoe_replay: " in out.stderr and "% " in out.stderr and "\r" not in out.stderr  # progress lines, no bar

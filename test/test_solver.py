@@ -193,6 +193,25 @@ def test_rollouts_reach_the_same_optimum(rollout):
         assert all(lg.gap <= 1e-9 for lg in logs[1:]) if rollout == "single" else True
 
 
+def test_stop_flag_ends_the_solve_between_iterations():
+    """A set stop_event (the node's shutdown) ends the solve at the next iteration with status 'stopped'."""
+    import threading
+
+    prob, _xt, xs, ws, theta0 = _setup("free", "exp-eigval", N=10)
+    solver = MCOESolver(prob)
+    solver.stop_event = threading.Event()
+    seen = []
+
+    def callback(log):
+        seen.append(log.iteration)
+        solver.stop_event.set()  # arrives during the first iteration
+
+    result = solver.solve(xs, ws, theta0, callback=callback)
+    assert result.status == "stopped" and len(seen) == 1 and result.iterations == 1
+    solver.stop_event.clear()
+    assert solver.solve().converged
+
+
 @pytest.mark.parametrize("partial", [False, True], ids=["full-noise", "velocity-noise"])
 def test_covariances_match_the_inverse_dense_kkt(partial):
     """θ covariance from the arrival Hessian (Schur complement in θ) = θθ block of the inverse dense KKT."""

@@ -50,7 +50,9 @@ class ReplayError(RuntimeError):
 def _parse(argv):
     ap = argparse.ArgumentParser(prog="mcoe_replay", description="Replay a rosbag2 through the MCOE estimator.")
     ap.add_argument("bag", help="input rosbag2 directory (mcap or sqlite3)")
-    ap.add_argument("--config", help="parameter YAML (mcoe_estimator: ros__parameters:); default: built-in Go1")
+    ap.add_argument(
+        "--config", help="parameter YAML ('/**: ros__parameters:' like config/go1.yaml); default: built-in Go1"
+    )
     ap.add_argument("--out", help="output rosbag2 directory for the estimator topics (must not exist)")
     ap.add_argument("--format", default="mcap", choices=("mcap", "sqlite3"), help="output bag format")
     ap.add_argument("--report", help="PNG report path")
@@ -97,25 +99,42 @@ def _input_topics(wanted_topics, inputs: InputConfig, topics: dict) -> tuple[str
 
 
 class _Progress:
-    def __init__(self, duration: float, enabled: bool):
-        self.duration, self.enabled = max(duration, 1e-9), enabled
+    """A progress bar on a terminal; otherwise (a log, a pipe) one line every ``every`` s of wall time."""
+
+    def __init__(self, duration: float, enabled: bool, tty: bool, every: float = 10.0):
+        self.duration, self.enabled, self.tty, self.every = max(duration, 1e-9), enabled, tty, every
         self.t0 = time.perf_counter()
-        self.last = 0.0
+        self.last = self.t0 if not tty else 0.0
 
     def update(self, sensor_t: float, final: bool = False) -> None:
         now = time.perf_counter()
-        if not self.enabled or (now - self.last < 0.2 and not final):
+        if not self.enabled or (now - self.last < (0.2 if self.tty else self.every) and not final):
             return
         self.last = now
         frac = min(1.0, max(0.0, sensor_t / self.duration))
         speed = sensor_t / max(now - self.t0, 1e-9)
-        bar = "#" * int(30 * frac)
-        sys.stderr.write(
-            f"\r[{bar:<30}] {100 * frac:5.1f}% {sensor_t:7.2f}/{self.duration:.2f} s  {speed:5.2f}x real time"
-        )
-        if final:
-            sys.stderr.write("\n")
+        text = f"{100 * frac:5.1f}% {sensor_t:7.2f}/{self.duration:.2f} s  {speed:5.2f}x real time"
+        if self.tty:
+            sys.stderr.write(f"\r[{'#' * int(30 * frac):<30}] {text}" + ("\n" if final else ""))
+        else:
+            sys.stderr.write(f"mcoe_replay: {text.strip()}\n")
         sys.stderr.flush()
+
+
+def check_outputs(out: str | None = None, json_path: str | None = None, report: str | None = None) -> None:
+    """Fail before replaying (one line) when an output cannot be written: missing folder, existing --out."""
+    if out and os.path.exists(out):
+        raise ReplayError(f"output '{out}' already exists")
+    for flag, path in (("--out", out), ("--json", json_path), ("--report", report)):
+        if not path:
+            continue
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise ReplayError(f"{flag} '{path}': folder '{folder}' does not exist")
+        if not os.access(folder, os.W_OK):
+            raise ReplayError(f"{flag} '{path}': folder '{folder}' is not writable")
+        if flag != "--out" and os.path.isdir(path):
+            raise ReplayError(f"{flag} '{path}' is a directory")
 
 
 def run(
@@ -137,6 +156,7 @@ def run(
     """Replay ``bag`` through a :class:`~mcoe_ros.io.feed.SensorFeed` built from ``config`` (default: the Go1
     defaults) and return the summary dict (the JSON's content). Raises :class:`ReplayError` on input problems."""
     config = config or NodeConfig()
+    check_outputs(out, json_path, report)
     if not os.path.isdir(bag):
         raise ReplayError(f"input bag '{bag}' is not a rosbag2 directory")
     try:
@@ -148,11 +168,18 @@ def run(
     feed = SensorFeed(config)
     est = feed.estimator
     ns = "/" + namespace.strip("/") if namespace.strip("/") else ""
-    gt_topics = [t for t in ("ground_truth/payload", "ground_truth/odom") if t in bag_topic_types]
+    # ground truth as the simulator writes it ("ground_truth/odom") or as `ros2 bag record` names it ("/ground_...")
+    gt_role = {
+        t: t.lstrip("/") for t in bag_topic_types if t.lstrip("/") in ("ground_truth/payload", "ground_truth/odom")
+    }
+    gt_topics = list(gt_role)
+    bag_length = _bag_duration(bag)
+    if start >= bag_length:
+        raise ReplayError(f"--start {start:g} s is past the end of the bag ({bag_length:.2f} s long)")
+    if end <= start:
+        raise ReplayError(f"--end {end:g} s is not after --start {start:g} s")
     writer = None
     if out:
-        if os.path.exists(out):
-            raise ReplayError(f"output '{out}' already exists")
         writer = BagWriter(out, fmt=fmt).__enter__()
     history, truth_payload, truth_odom, odometry = [], [], [], []
     odom_frame, base_frame = config.output.odom_frame, config.estimator.robot.base_frame
@@ -166,8 +193,8 @@ def run(
         for topic, t_ns, msg in _checked(iter_messages(bag, list(roles) + gt_topics), bag):
             if bag_t0 is None:
                 bag_t0 = t_ns
-                duration = min(end, _bag_duration(bag)) - start
-                bar = _Progress(duration, sys.stderr.isatty() and progress)
+                duration = min(end, bag_length) - start
+                bar = _Progress(duration, progress, sys.stderr.isatty())
             rel = (t_ns - bag_t0) * 1e-9
             if rel < start:
                 continue
@@ -178,10 +205,10 @@ def run(
                 if lag > 0:
                     time.sleep(lag)
             role = roles.get(topic)
-            if topic == "ground_truth/payload":
+            if gt_role.get(topic) == "ground_truth/payload":
                 truth_payload.append((time_ns_of(msg.header.stamp) * 1e-9, _inertia_msg_pi(msg)))
                 continue
-            if topic == "ground_truth/odom":
+            if gt_role.get(topic) == "ground_truth/odom":
                 truth_odom.append(_odom_arrays(msg))
                 continue
             if role == "low_state":
@@ -202,8 +229,8 @@ def run(
                 if writer is not None:
                     t_out = _ns(e.t)
                     for name, tree in messages.estimate_messages(e, odom_frame, base_frame).items():
-                        msgtype = messages.OUTPUTS[name][0]
-                        writer.write(f"{ns}/{name}", msgtype, t_out, build_msg(msgtype, tree))
+                        msgtype, latched = messages.OUTPUTS[name]
+                        writer.write(f"{ns}/{name}", msgtype, t_out, build_msg(msgtype, tree), latched)
             if writer is not None and est.last_time:
                 if next_diag is None:
                     next_diag = est.last_time
@@ -226,12 +253,12 @@ def run(
     if not history:
         raise ReplayError("the estimator produced no estimate (bag shorter than the window, or all samples rejected)")
     summary = _summary(bag, mode, feed, history, truth_payload, truth_odom, duration, odometry)
-    if print_summary:
-        _print_summary(summary, est.counters.solve_times)
-    if json_path:
+    if json_path:  # first: a problem in printing or plotting never loses the summary
         with open(json_path, "w", encoding="utf-8") as fh:
             json.dump(summary, fh, indent=2, sort_keys=True)
             fh.write("\n")
+    if print_summary:
+        _print_summary(summary, est.counters.solve_times)
     if report:
         from mcoe_ros.apps.report import write_report
 
@@ -348,8 +375,9 @@ def _print_summary(s: dict, solve_times: list[float]) -> None:
     )
     if "ground_truth" in s:
         e = s["errors"]
+        mass_err = f"{e['mass_pct']:.2f} %" if e["mass_pct"] is not None else "n/a (no payload)"
         print(
-            f"  ground truth  mass {s['ground_truth']['mass_kg']:.3f} kg -> error {e['mass_pct']:.2f} %, "
+            f"  ground truth  mass {s['ground_truth']['mass_kg']:.3f} kg -> error {mass_err}, "
             f"CoM error {1e3 * e['com_m']:.1f} mm, inertia error {e['inertia_rel_pct']:.1f} %"
         )
     if "errors" in s and "ate_position_m" in s["errors"]:

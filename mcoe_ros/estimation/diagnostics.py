@@ -50,5 +50,7 @@ class Diagnostics:
         }
         for reason, count in sorted(self.samples.rejected.items()):
             values[f"rejected_{reason}"] = count
+            if reason in self.samples.details:
+                values[f"last_{reason}"] = self.samples.details[reason][1]
         values.update(self.extra)
         return values

@@ -19,7 +19,9 @@ pose block is rotated to odom axes.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import deque
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -30,7 +32,13 @@ from mcoe_ros.estimation.config import EstimatorConfig
 from mcoe_ros.estimation.diagnostics import OK, WARN, Diagnostics
 from mcoe_ros.estimation.estimate import Estimate
 from mcoe_ros.estimation.propagation import Odometry, Propagator, Rebase
-from mcoe_ros.estimation.samples import InvalidSample, SampleStats, validate_imu, validate_joint
+from mcoe_ros.estimation.samples import (
+    InvalidSample,
+    PlausibilityLimits,
+    SampleStats,
+    validate_imu,
+    validate_joint,
+)
 from mcoe_ros.estimation.window import GridKnot, SlidingWindow
 from mcoe_ros.multibody.contact import ContactDetector
 from mcoe_ros.multibody.inertia import is_physically_consistent
@@ -40,6 +48,14 @@ from mcoe_ros.payload.online import OnlinePayloadRls
 
 MAX_PAYLOAD_MASS = 200.0  #: kg; a solve claiming more is treated as diverged
 REBUILD_ITERATIONS = 3  #: at least this many for a warm rebuild (a new problem, but warm: not max_iterations_cold)
+#: solve sanity (against the recent good solves): a cost above COST_OUTLIER times their median (and above
+#: COST_FLOOR) is an outlier; the payload mass may move by at most max(MASS_STEP_MIN, MASS_STEP_SIGMAS sigma_m)
+#: per tick, sigma_m the previous estimate's mass std, doubled for every consecutive held tick (so a real
+#: payload change is followed within a few ticks while a single absurd solve is held, not published).
+COST_OUTLIER = 100.0
+COST_FLOOR = 1e4
+MASS_STEP_MIN = 1.0  #: kg
+MASS_STEP_SIGMAS = 4.0
 
 
 @dataclass
@@ -86,6 +102,17 @@ class Estimator:
         self.tick_knots = grid.tick_knots
         self.payload_mode = config.payload.estimator
         self.stats = SampleStats()  #: validation counters (the window counts its buffers' own)
+        model, nb = robot.model, robot.nu_base
+        self.limits = PlausibilityLimits.from_model(
+            model.lowerPositionLimit[robot.nq - robot.nj :],
+            model.upperPositionLimit[robot.nq - robot.nj :],
+            model.velocityLimit[nb:],
+            model.effortLimit[nb:],
+        )
+        self.stop_event = threading.Event()  #: set by request_stop: a running solve ends at its next iteration
+        self._recent_costs: deque[float] = deque(maxlen=20)  #: costs of the recent good solves
+        self._held_in_row = 0
+        self.last_position: np.ndarray | None = None  #: base position of the last good estimate (kept on reset)
         self.epoch: float | None = None  #: seconds subtracted from input times (float precision)
         detector = detector or ContactDetector(robot, config.contact)
         self.window = SlidingWindow(detector, self.dt, self.n_intervals + 1, grid.max_gap)
@@ -140,7 +167,9 @@ class Estimator:
     def add_joints(self, t: float, q, dq, tau, foot_force=None) -> bool:
         """Joint sample (model order). False if rejected (counted in stats)."""
         try:
-            sample = validate_joint(self._local(t), q, dq, tau, self.robot.nj)
+            sample = validate_joint(self._local(t), q, dq, tau, self.robot.nj, self.limits)
+            if foot_force is not None and not np.all(np.isfinite(foot_force)):
+                raise InvalidSample("non_finite", "foot_force contains NaN or Inf")
         except InvalidSample as err:
             self.count_invalid(err)
             return False
@@ -149,7 +178,7 @@ class Estimator:
     def add_imu(self, t: float, quat_wxyz, gyro, acc) -> bool:
         """IMU sample: orientation quaternion (w, x, y, z), gyro rad/s, specific force m/s^2 (IMU frame)."""
         try:
-            sample, repaired = validate_imu(self._local(t), quat_wxyz, gyro, acc)
+            sample, repaired = validate_imu(self._local(t), quat_wxyz, gyro, acc, self.limits)
         except InvalidSample as err:
             self.count_invalid(err)
             return False
@@ -160,8 +189,13 @@ class Estimator:
     def count_invalid(self, err: InvalidSample) -> None:
         self.stats.reject(err.reason, err.detail)
 
+    def request_stop(self) -> None:
+        """Make a running (and every later) solve end at its next iteration, its result discarded (shutdown)."""
+        self.stop_event.set()
+
     def reset_payload(self) -> None:
-        """Forget the payload estimate: back to the configured prior (the problem is rebuilt).
+        """Forget the payload estimate: back to the configured prior (the problem is rebuilt from the last base
+        position: the pose is kept).
 
         Safe to call from another thread while :meth:`solve` runs: that solve's result is discarded.
         """
@@ -170,6 +204,8 @@ class Estimator:
         self.theta = self.prior_theta.copy()
         self.theta_info = self.prior_theta_info.copy()
         self.solver = None
+        self._recent_costs.clear()
+        self._held_in_row = 0
         if self.rls is not None:
             self.rls.reset()
 
@@ -273,13 +309,15 @@ class Estimator:
         """Solver on a new problem over the window from sensor-based guesses and the current payload belief.
 
         Base positions and velocities come from the input-rate odometry when it covers the window (a warm
-        rebuild), else the last good position (or the standing height) and zero velocity."""
-        position = np.zeros(3) if self.last_good is None else self.last_good.position.copy()
-        if self.last_good is None:
+        rebuild), else the last base position (kept by a payload reset; the standing height at the start) and zero
+        velocity."""
+        position = np.zeros(3) if self.last_position is None else self.last_position.copy()
+        if self.last_position is None:
             position[2] = self.builder.standing_height(knots[0])
-        base = self.propagator.states_at([k.t for k in knots]) if self.last_good is not None else None
+        base = self.propagator.states_at([k.t for k in knots]) if self.last_position is not None else None
         problem, xs = self.builder.fresh_problem(knots, position, self.theta, self.theta_info, base)
         solver = MCOESolver(problem, replace(self.options))
+        solver.stop_event = self.stop_event
         guess = self.theta.copy()
         if self.rls_pi is not None:  # RLS warm start of the payload body (oe+rls)
             guess[:10] = self.param.parts[0].theta(self.rls_pi)
@@ -320,7 +358,9 @@ class Estimator:
             elif rebuild:
                 iterations = max(iterations, REBUILD_ITERATIONS)
             result = solver.solve(max_iter=iterations)
-            failure = self._check(result)
+            if result.status == "stopped" or self.stop_event.is_set():
+                return None
+            failure = self._check(result) or self._implausible(result, cold)
         except (np.linalg.LinAlgError, FloatingPointError) as err:
             result, failure = None, f"solver error: {err}"
         elapsed = time.perf_counter() - t_wall
@@ -329,6 +369,7 @@ class Estimator:
         self.last_time = knots[-1].t + (self.epoch or 0.0)
         if failure:
             self.counters.held += 1
+            self._held_in_row += 1
             self.last_status = f"holding last good estimate ({failure})"
             self.solver = None
             if self.last_good is None:
@@ -349,6 +390,7 @@ class Estimator:
             if self.last_good is not None:
                 est = self._with_payload_of(est, self.last_good)
             self.last_good = est
+            self.last_position = est.position.copy()
             if self.rls_pi is not None and (self.payload_mode == "rls" or cold):
                 return self._with_rls_payload(est)  # rls mode, or oe+rls fallback when a cold solve ran out of time
             return est
@@ -358,7 +400,11 @@ class Estimator:
         if self.parameters.actuator is not None:  # the contact detector explains the joint torques the same way
             self.window.detector.set_actuator(self.parameters.actuator, result.pi[self.parameters.layout.actuator])
         self.last_good = est
+        self.last_position = est.position.copy()
         self.last_status = "ok"
+        self._held_in_row = 0
+        if not cold:  # warm solves set the cost scale (a cold solve's cost includes the initial transient)
+            self._recent_costs.append(result.cost)
         if self.rls_pi is not None and self.payload_mode == "rls":
             return self._with_rls_payload(est)
         return est
@@ -396,6 +442,22 @@ class Estimator:
             return "non-finite trajectory"
         if not is_physically_consistent(self.parameters.body_pi(result.pi)) or result.pi[0] > MAX_PAYLOAD_MASS:
             return "non-physical payload"
+        return ""
+
+    def _implausible(self, result, cold: bool) -> str:
+        """Solve sanity against recent history (see COST_OUTLIER, MASS_STEP_*): '' when plausible."""
+        if not cold and len(self._recent_costs) >= 5:
+            scale = float(np.median(self._recent_costs))
+            if result.cost > max(COST_OUTLIER * scale, COST_FLOOR):
+                return f"cost outlier {result.cost:.3g} (recent median {scale:.3g})"
+        last = self.last_good
+        if last is None:
+            return ""
+        mass_std = float(np.sqrt(max(last.payload_cov[0, 0], 0.0)))
+        bound = max(MASS_STEP_MIN, MASS_STEP_SIGMAS * mass_std) * 2.0**self._held_in_row
+        step = float(result.pi[0] - last.payload_pi[0])
+        if abs(step) > bound:
+            return f"implausible payload step {step:+.3g} kg (bound {bound:.3g} kg)"
         return ""
 
     # ------------------------------------------------------------------ outputs
@@ -474,9 +536,7 @@ class Estimator:
     def diagnostics(self) -> Diagnostics:
         """The estimator's present state as data (see :class:`mcoe_ros.estimation.diagnostics.Diagnostics`)."""
         samples = self.sample_stats
-        level = OK if self.last_status == "ok" else WARN
-        if samples.n_rejected:
-            level = max(level, WARN)
+        level = OK if self.last_status in ("ok", "waiting for data") else WARN
         c = self.counters
         return Diagnostics(
             level=level,

@@ -60,12 +60,14 @@ class SampleStats:
     rejected: Counter = field(default_factory=Counter)
     last_error: str = ""
     last_error_seq: int = 0
+    details: dict = field(default_factory=dict)  #: the last detail of every reason (not overwritten by others)
 
     def reject(self, reason: str, detail: str) -> None:
         """Count one rejected sample and remember why ("reason: detail")."""
         self.rejected[reason] += 1
         self.last_error = f"{reason}: {detail}"
         self.last_error_seq = next(_SEQUENCE)
+        self.details[reason] = (self.last_error_seq, detail)
 
     @classmethod
     def merged(cls, *parts: SampleStats) -> SampleStats:
@@ -75,6 +77,9 @@ class SampleStats:
             out.accepted.update(part.accepted)
             out.repaired.update(part.repaired)
             out.rejected.update(part.rejected)
+            for reason, (seq, detail) in part.details.items():
+                if seq > out.details.get(reason, (0, ""))[0]:
+                    out.details[reason] = (seq, detail)
             if part.last_error_seq > out.last_error_seq:
                 out.last_error, out.last_error_seq = part.last_error, part.last_error_seq
         return out
@@ -97,14 +102,69 @@ def _vector(name: str, value, size: int) -> np.ndarray:
     return arr
 
 
-def validate_joint(t: float, q, dq, tau, nj: int) -> JointSample:
+POSITION_MARGIN = 0.3  #: rad beyond the URDF position limits (calibration offsets, encoder wrap)
+LIMIT_FACTOR = 2.0  #: times the URDF velocity and effort limits (encoder-differentiated speed spikes)
+GYRO_RANGE = 35.0  #: rad/s (2000 deg/s: the largest range of common MEMS IMUs)
+ACC_RANGE = 16 * 9.81  #: m/s^2 (16 g)
+
+
+@dataclass(frozen=True)
+class PlausibilityLimits:
+    """What a real sensor can report (model joint order): joint positions within the URDF limits widened by
+    ``POSITION_MARGIN``, joint speeds and torques within ``LIMIT_FACTOR`` times the URDF limits, IMU within the
+    ranges of legged-robot IMUs. Samples outside are rejected ('out_of_limits') before they reach the window."""
+
+    q_low: np.ndarray  #: rad
+    q_high: np.ndarray  #: rad
+    dq_max: np.ndarray  #: rad/s
+    tau_max: np.ndarray  #: N m
+    gyro_max: float = GYRO_RANGE
+    acc_max: float = ACC_RANGE
+
+    @classmethod
+    def from_model(cls, lower, upper, velocity, effort) -> PlausibilityLimits:
+        """From a URDF's joint limits (arrays over the actuated joints; unlimited entries are huge or inf)."""
+        lower, upper = np.asarray(lower, float), np.asarray(upper, float)
+        big = np.finfo(float).max / 4
+        unbounded_v, unbounded_e = np.asarray(velocity, float) > big, np.asarray(effort, float) > big
+        return cls(
+            np.where(lower < -big, -np.inf, lower - POSITION_MARGIN),
+            np.where(upper > big, np.inf, upper + POSITION_MARGIN),
+            np.where(unbounded_v, np.inf, LIMIT_FACTOR * np.asarray(velocity, float)),
+            np.where(unbounded_e, np.inf, LIMIT_FACTOR * np.asarray(effort, float)),
+        )
+
+    def check_joint(self, q: np.ndarray, dq: np.ndarray, tau: np.ndarray) -> None:
+        for name, value, low, high, unit in (
+            ("q", q, self.q_low, self.q_high, "rad"),
+            ("dq", dq, -self.dq_max, self.dq_max, "rad/s"),
+            ("tau", tau, -self.tau_max, self.tau_max, "N m"),
+        ):
+            bad = np.flatnonzero((value < low) | (value > high))
+            if bad.size:
+                i = int(bad[0])
+                raise InvalidSample(
+                    "out_of_limits", f"{name}[{i}] = {value[i]:.4g} {unit} outside [{low[i]:.3g}, {high[i]:.3g}]"
+                )
+
+    def check_imu(self, gyro: np.ndarray, acc: np.ndarray) -> None:
+        for name, value, limit, unit in (("gyro", gyro, self.gyro_max, "rad/s"), ("acc", acc, self.acc_max, "m/s^2")):
+            norm = float(np.linalg.norm(value))
+            if norm > limit:
+                raise InvalidSample("out_of_limits", f"|{name}| = {norm:.4g} {unit} above the sensor range {limit:g}")
+
+
+def validate_joint(t: float, q, dq, tau, nj: int, limits: PlausibilityLimits | None = None) -> JointSample:
     """Checked :class:`JointSample` (raises :class:`InvalidSample`)."""
     if not np.isfinite(t):
         raise InvalidSample("non_finite", "joint stamp is not finite")
-    return JointSample(float(t), _vector("q", q, nj), _vector("dq", dq, nj), _vector("tau", tau, nj))
+    sample = JointSample(float(t), _vector("q", q, nj), _vector("dq", dq, nj), _vector("tau", tau, nj))
+    if limits is not None:
+        limits.check_joint(sample.q, sample.dq, sample.tau)
+    return sample
 
 
-def validate_imu(t: float, quat, gyro, acc) -> tuple[ImuSample, bool]:
+def validate_imu(t: float, quat, gyro, acc, limits: PlausibilityLimits | None = None) -> tuple[ImuSample, bool]:
     """Checked :class:`ImuSample` and whether the quaternion was renormalised (raises :class:`InvalidSample`)."""
     if not np.isfinite(t):
         raise InvalidSample("non_finite", "imu stamp is not finite")
@@ -113,7 +173,10 @@ def validate_imu(t: float, quat, gyro, acc) -> tuple[ImuSample, bool]:
     if not 0.9 <= norm <= 1.1:
         raise InvalidSample("bad_quaternion", f"quaternion norm {norm:.3g} is not close to 1")
     repaired = abs(norm - 1.0) > 1e-6
-    return ImuSample(float(t), qv / norm, _vector("gyro", gyro, 3), _vector("acc", acc, 3)), repaired
+    sample = ImuSample(float(t), qv / norm, _vector("gyro", gyro, 3), _vector("acc", acc, 3))
+    if limits is not None:
+        limits.check_imu(sample.gyro, sample.acc)
+    return sample, repaired
 
 
 class StampedBuffer:

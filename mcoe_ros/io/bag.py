@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
 from rosbags.rosbag2 import Reader, Writer
 from rosbags.rosbag2.enums import CompressionFormat, CompressionMode, StoragePlugin
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
@@ -140,6 +141,22 @@ def build_msg(msgtype: str, tree: dict) -> Any:
 
 
 # ---------------------------------------------------------------- writing
+def offered_qos(latched: bool) -> Qos:
+    """The QoS the node offers on an output topic (recorded in the bag's metadata, used by ``ros2 bag play``)."""
+    unspecified = QosTime(0, 0)
+    return Qos(
+        history=QosHistory.KEEP_LAST,
+        depth=1 if latched else 10,
+        reliability=QosReliability.RELIABLE,
+        durability=QosDurability.TRANSIENT_LOCAL if latched else QosDurability.VOLATILE,
+        deadline=unspecified,
+        lifespan=unspecified,
+        liveliness=QosLiveliness.AUTOMATIC,
+        liveliness_lease_duration=unspecified,
+        avoid_ros_namespace_conventions=False,
+    )
+
+
 class BagWriter:
     """Thin context manager over ``rosbags.rosbag2.Writer`` that serializes messages with :func:`typestore`.
 
@@ -169,10 +186,14 @@ class BagWriter:
     def __exit__(self, *exc: object) -> None:
         self._writer.close()
 
-    def write(self, topic: str, msgtype: str, t_ns: int, msg: Any) -> None:
+    def write(self, topic: str, msgtype: str, t_ns: int, msg: Any, latched: bool = False) -> None:
+        """Write one message; the topic's first message registers it with its offered QoS (reliable, keep last;
+        ``latched``: depth 1, transient local, so a played-back latched topic reaches late subscribers)."""
         conn = self._connections.get(topic)
         if conn is None:
-            conn = self._writer.add_connection(topic, msgtype, typestore=self.store)
+            conn = self._writer.add_connection(
+                topic, msgtype, typestore=self.store, offered_qos_profiles=[offered_qos(latched)]
+            )
             self._connections[topic] = conn
         elif conn.msgtype != msgtype:
             raise ValueError(f"topic '{topic}' already has type {conn.msgtype}, not {msgtype}")

@@ -42,14 +42,17 @@ class SensorFeed:
         self.stats = SampleStats()  #: messages that could not be converted
 
     # ---------------------------------------------------------------- messages in
-    def low_state(self, msg, t_reception: float) -> None:
-        """A Unitree LowState received (or recorded) at ``t_reception`` s."""
+    def low_state(self, msg, t_reception: float) -> float | None:
+        """A Unitree LowState received (or recorded, or published: the time corrected for queueing delay) at
+        ``t_reception`` s; returns the stamp it was given (None if it could not be converted)."""
         try:
             q, dq, tau, quat, gyro, acc, foot = low_state_arrays(msg, self._joint_map, self._foot_map)
         except InvalidSample as err:
             self.stats.reject(err.reason, err.detail)
-            return
-        self.sample(self.stamper(t_reception), q, dq, tau, quat, gyro, acc, foot)
+            return None
+        t = self.stamper(t_reception)
+        self.sample(t, q, dq, tau, quat, gyro, acc, foot)
+        return t
 
     def sample(self, t: float, q, dq, tau, quat_wxyz, gyro, acc, foot_force=None) -> None:
         """One synchronous proprioceptive sample at time ``t`` s (already stamped): joint arrays (model order)
@@ -113,6 +116,4 @@ class SensorFeed:
     def diagnostics(self) -> Diagnostics:
         diag = self.estimator.diagnostics()
         diag.samples = self.sample_stats
-        if diag.samples.n_rejected:
-            diag.level = max(diag.level, 1)
         return diag

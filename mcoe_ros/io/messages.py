@@ -172,6 +172,6 @@ def estimate_messages(est: Estimate, odom_frame: str, base_frame: str) -> dict[s
     return trees
 
 
-def diagnostics_message(t: float, diag: Diagnostics, hardware_id: str = "go1") -> dict:
-    """The estimator's /diagnostics message (one status named after the node)."""
-    return diagnostic_array(t, "mcoe_estimator", hardware_id, diag.level, diag.message, diag.key_values())
+def diagnostics_message(t: float, diag: Diagnostics, hardware_id: str = "go1", name: str = "mcoe_estimator") -> dict:
+    """The estimator's /diagnostics message (one status named after the node, e.g. its fully qualified name)."""
+    return diagnostic_array(t, name, hardware_id, diag.level, diag.message, diag.key_values())

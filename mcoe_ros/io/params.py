@@ -4,12 +4,15 @@ Each parameter maps a flat dotted ROS name (``estimator.dt``) onto a field of th
 (:class:`NodeConfig`: the estimator's :class:`~mcoe_ros.estimation.config.EstimatorConfig` plus the adapters'
 :class:`InputConfig` and :class:`OutputConfig`); its default *is* that field's default, so defaults are written once,
 in the dataclasses. The ROS 2 node declares exactly these parameters (with descriptors); the bag replay reads the
-same YAML (``<node>: ros__parameters:`` layout of ``config/go1.yaml``) through :func:`load_params`; a test checks that
-the YAML and this table match key for key. Units are SI; frames follow REP-103/REP-105.
+same YAML (``/**: ros__parameters:`` layout of ``config/go1.yaml``: it applies under any namespace) through
+:func:`load_params`; a test checks that the YAML and this table match key for key. Numeric parameters carry their
+allowed range; :func:`check_config` cross-checks them. Units are SI; frames follow REP-103/REP-105.
 """
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass, field, replace
 
 from mcoe_ros.estimation.config import EstimatorConfig
@@ -36,6 +39,7 @@ class OutputConfig:
     odom_frame: str = "odom"
     publish_tf: bool = True
     diagnostics_period: float = 1.0  #: s
+    stale_timeout: float = 5.0  #: s without an estimate (while input arrives) or without input: diagnostics ERROR
 
 
 @dataclass
@@ -66,6 +70,16 @@ class Param:
     path: str
     description: str
     choices: tuple = ()
+    bounds: tuple = ()  #: (low, high, low_inclusive) for numbers (every element of a list); None = unbounded
+
+    def range_text(self) -> str:
+        """The allowed range as text ('> 0', '[0, 1]', ...), '' when unbounded."""
+        if not self.bounds:
+            return ""
+        low, high, inclusive = self.bounds
+        if high is None:
+            return f"{'>=' if inclusive else '>'} {low:g}"
+        return f"{'[' if inclusive else '('}{low:g}, {high:g}]"
 
     @property
     def default(self):
@@ -74,7 +88,7 @@ class Param:
 
 _DEFAULT_CONFIG = NodeConfig()
 
-PARAMETERS: tuple[Param, ...] = (
+_TABLE: tuple[Param, ...] = (
     # robot model
     Param(
         "robot.urdf_path",
@@ -128,6 +142,11 @@ PARAMETERS: tuple[Param, ...] = (
     Param("output.odom_frame", "output.odom_frame", "world-fixed odometry frame (REP-105)"),
     Param("output.publish_tf", "output.publish_tf", "broadcast odom -> base TF when tf2_ros is available"),
     Param("output.diagnostics_period", "output.diagnostics_period", "seconds between /diagnostics messages"),
+    Param(
+        "output.stale_timeout",
+        "output.stale_timeout",
+        "s without an estimate (while input arrives) or input before diagnostics say ERROR; span of 'recent' problems",
+    ),
     # estimator grid and window
     Param("estimator.dt", "estimator.grid.dt", "estimator grid step, s"),
     Param("estimator.window", "estimator.grid.window", "sliding-window length, s"),
@@ -274,6 +293,44 @@ PARAMETERS: tuple[Param, ...] = (
     ),
 )
 
+POSITIVE, NONNEGATIVE = (0.0, None, False), (0.0, None, True)
+#: allowed ranges of the numeric parameters (checked by :func:`check_value`; cross-checks in :func:`check_config`)
+_BOUNDS = {
+    "robot.armature": NONNEGATIVE,
+    "input.low_state_period": POSITIVE,
+    "output.diagnostics_period": POSITIVE,
+    "output.stale_timeout": POSITIVE,
+    "estimator.dt": POSITIVE,
+    "estimator.window": POSITIVE,
+    "estimator.tick_period": POSITIVE,
+    "estimator.max_gap": POSITIVE,
+    **{f"noise.{n}": POSITIVE for n in ("joint_position", "joint_velocity", "gyro", "orientation", "accelerometer")},
+    **{f"noise.{n}": POSITIVE for n in ("foot_velocity", "process_position", "process_velocity")},
+    **{f"noise.{n}": POSITIVE for n in ("arrival_position", "arrival_velocity")},
+    "noise.joint_torque": NONNEGATIVE,
+    "payload.prior_mass": POSITIVE,
+    "payload.prior_com": (-10.0, 10.0, True),
+    "payload.prior_inertia": POSITIVE,
+    "payload.prior_sigma": POSITIVE,
+    "payload.rls_window": POSITIVE,
+    "payload.rls_alpha": NONNEGATIVE,
+    "payload.rls_forgetting": (0.0, 1.0, False),
+    "actuator.coulomb_smoothing": POSITIVE,
+    "actuator.prior_viscous": POSITIVE,
+    "actuator.prior_coulomb": POSITIVE,
+    "actuator.prior_rotor_inertia": POSITIVE,
+    "actuator.log_sigma": POSITIVE,
+    **{f"imu_bias.{n}": POSITIVE for n in ("gyro_prior_std", "accelerometer_prior_std")},
+    **{f"imu_bias.{n}": POSITIVE for n in ("gyro_random_walk", "accelerometer_random_walk")},
+    "solver.max_iterations": (1, None, True),
+    "solver.max_iterations_cold": (1, None, True),
+    "solver.time_budget": NONNEGATIVE,
+    "contact.force_on": NONNEGATIVE,
+    "contact.force_off": NONNEGATIVE,
+    "contact.min_duration": NONNEGATIVE,
+    "contact.foot_force_threshold": NONNEGATIVE,
+}
+PARAMETERS: tuple[Param, ...] = tuple(replace(p, bounds=_BOUNDS.get(p.name, ())) for p in _TABLE)
 DEFAULTS: dict = {p.name: p.default for p in PARAMETERS}
 _BY_NAME = {p.name: p for p in PARAMETERS}
 
@@ -304,7 +361,36 @@ def check_value(name: str, value):
         raise ConfigError(f"parameter '{name}' must be like {default!r}, got {value!r}")
     if param.choices and value not in param.choices:
         raise ConfigError(f"parameter '{name}' must be one of {list(param.choices)}, got {value!r}")
+    if param.bounds and not all(_within(v, param.bounds) for v in (value if isinstance(value, list) else [value])):
+        raise ConfigError(f"parameter '{name}' must be {param.range_text()}, got {value!r}")
     return value
+
+
+def _within(v, bounds) -> bool:
+    low, high, inclusive = bounds
+    if not math.isfinite(v):
+        return False
+    return (v >= low if inclusive else v > low) and (high is None or v <= high)
+
+
+def check_config(cfg: NodeConfig) -> NodeConfig:
+    """Cross-checks between parameters (each error names a parameter); returns ``cfg``."""
+    grid = cfg.estimator.grid
+    if grid.window < 5 * grid.dt:
+        raise ConfigError(f"parameter 'estimator.window' must be at least 5 grid steps (5 x {grid.dt:g} s)")
+    if not grid.dt <= grid.tick_period <= grid.window:
+        raise ConfigError("parameter 'estimator.tick_period' must lie between estimator.dt and estimator.window")
+    if grid.max_gap < 2 * grid.dt:
+        raise ConfigError("parameter 'estimator.max_gap' must be at least two grid steps (2 x estimator.dt)")
+    contact = cfg.estimator.contact
+    if contact.force_off > contact.force_on:
+        raise ConfigError("parameter 'contact.force_off' must not exceed contact.force_on")
+    urdf = cfg.estimator.robot.urdf_path
+    if urdf and not os.path.isfile(urdf):
+        raise ConfigError(f"parameter 'robot.urdf_path': no such file {urdf!r}")
+    if cfg.estimator.solver.max_iterations_cold < cfg.estimator.solver.max_iterations:
+        raise ConfigError("parameter 'solver.max_iterations_cold' must be >= solver.max_iterations")
+    return cfg
 
 
 def _with(obj, path: list[str], value):
@@ -323,7 +409,7 @@ def node_config(params: dict | None = None) -> NodeConfig:
     cfg = NodeConfig()
     for key, value in resolve(params).items():
         cfg = _with(cfg, _BY_NAME[key].path.split("."), value)
-    return cfg
+    return check_config(cfg)
 
 
 def resolve(overrides: dict | None = None) -> dict:
@@ -346,8 +432,9 @@ def flatten(tree: dict, prefix: str = "") -> dict:
     return flat
 
 
-def load_params(path: str, node_name: str = NODE_NAME) -> dict:
-    """Read a ROS 2 parameter YAML (``node: ros__parameters: ...``) into a validated flat dict."""
+def load_params(path: str, node_name: str = NODE_NAME, required: bool = True) -> dict:
+    """Read a ROS 2 parameter YAML (``/**: ros__parameters: ...``) into a validated flat dict (``required=False``:
+    a file without a section for this node gives {})."""
     import yaml
 
     try:
@@ -356,12 +443,25 @@ def load_params(path: str, node_name: str = NODE_NAME) -> dict:
     except OSError as err:
         raise ConfigError(f"cannot read config '{path}': {err.strerror}") from err
     except yaml.YAMLError as err:
-        raise ConfigError(f"config '{path}' is not valid YAML: {str(err).splitlines()[0]}") from err
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ConfigError(f"config '{path}' is not valid YAML{where}: {str(err).splitlines()[0]}") from err
     if not isinstance(doc, dict):
-        raise ConfigError(f"config '{path}' must be a mapping with a '{node_name}' entry")
-    section = doc.get(node_name, doc.get("/**"))
-    if not isinstance(section, dict) or not isinstance(section.get("ros__parameters"), dict):
-        raise ConfigError(f"config '{path}' has no '{node_name}: ros__parameters:' section")
-    flat = flatten(section["ros__parameters"])
+        raise ConfigError(f"config '{path}' must be a mapping with a '/**' or '{node_name}' entry")
+    sections = [v for k, v in doc.items() if _applies(str(k), node_name)]
+    if not sections and not required:
+        return {}
+    if not sections or not all(isinstance(v, dict) and isinstance(v.get("ros__parameters"), dict) for v in sections):
+        raise ConfigError(f"config '{path}' has no '/**: ros__parameters:' (or '{node_name}:') section")
+    flat = {}
+    for section in sections:  # in file order, later sections override earlier ones (as rcl does)
+        flat.update(flatten(section["ros__parameters"]))
     flat.pop("use_sim_time", None)
     return resolve(flat)
+
+
+def _applies(key: str, node_name: str) -> bool:
+    """Whether a parameter-file section key ('/**', 'mcoe_estimator', '/ns/mcoe_estimator', '/**/name') selects the
+    node whatever its namespace (rcl's wildcards: '*' one token, '**' any number)."""
+    last = key.rstrip("/").rsplit("/", 1)[-1]
+    return last in ("**", "*", node_name)

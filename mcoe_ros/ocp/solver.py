@@ -145,6 +145,8 @@ class MCOESolver:
         self.theta = np.zeros(problem.ntheta)
         self.dtheta = np.zeros(problem.ntheta)
         self.step: ArrivalStep | None = None
+        #: a threading.Event (or None); when set, :meth:`solve` returns at its next iteration, status 'stopped'
+        self.stop_event = None
         self._allocate()
 
     def _allocate(self) -> None:
@@ -289,7 +291,11 @@ class MCOESolver:
         recalc = True
         cost = gap_l1 = gap_inf = np.inf
         it = 0
+        stop_event = self.stop_event
         for it in range(max_iter + 1):  # noqa: B007 - `it` is reported
+            if stop_event is not None and stop_event.is_set():
+                status = "stopped"
+                break
             if recalc:
                 cost = p.calc_diff(self.xs, self.ws, self.theta)
                 if it == 0 and o.refresh_noise:
@@ -326,7 +332,7 @@ class MCOESolver:
             ref = max(c + nu * g for c, g in hist)
             alpha = 1.0
             accepted = False
-            while alpha >= o.alpha_min:
+            while alpha >= o.alpha_min and not (stop_event is not None and stop_event.is_set()):
                 c_try, g_try = self.try_step(alpha)
                 m_try = c_try + nu * g_try
                 dm = alpha * (d1 - nu * gap_l1) + 0.5 * alpha**2 * d2

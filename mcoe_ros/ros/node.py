@@ -29,22 +29,29 @@ node), never wall time.
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 
 import numpy as np
 import rclpy
+import rclpy.exceptions
 from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import Imu, JointState
 from std_srvs.srv import Trigger
 
 from mcoe_ros.io import messages
+from mcoe_ros.io.convert import stamp_seconds
 from mcoe_ros.io.feed import SensorFeed
-from mcoe_ros.io.params import NODE_NAME, PARAMETERS, ConfigError, node_config
+from mcoe_ros.io.intake import HealthMonitor, StreamIntake
+from mcoe_ros.io.params import DEFAULTS, NODE_NAME, PARAMETERS, ConfigError, load_params, node_config
 from mcoe_ros.ros.convert import OdometryWriter, fill, message_class
 
 SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=500, reliability=ReliabilityPolicy.BEST_EFFORT)
@@ -55,6 +62,17 @@ LATCHED_QOS = QoSProfile(
     reliability=ReliabilityPolicy.RELIABLE,
     durability=DurabilityPolicy.TRANSIENT_LOCAL,
 )
+
+
+def _with_info(callback):
+    """A (msg, MessageInfo) callback for create_subscription: rclpy >= Iron passes MessageInfo to two-argument
+    callbacks; Humble's rclpy calls every callback with the message only (then info is None: no loss accounting
+    from sequence numbers, queueing delay unknown)."""
+    from rclpy.subscription import Subscription
+
+    if hasattr(Subscription, "CallbackType"):
+        return callback
+    return lambda msg: callback(msg, None)
 
 
 def import_low_state():
@@ -68,19 +86,49 @@ def import_low_state():
     return None
 
 
+USAGE = """usage: mcoe_estimator [--help] [--ros-args --params-file FILE -p NAME:=VALUE -r __ns:=/NS ...]
+
+The MCOE estimator ROS 2 node: Unitree LowState (or JointState + Imu) in; odometry, pose, payload inertia and
+diagnostics out. Parameters (ROS parameters; config/go1.yaml lists them all with their defaults):
+"""
+
+
+def usage() -> str:
+    """The --help text: usage and every parameter with its default, range or choices."""
+    lines = [USAGE]
+    for p in PARAMETERS:
+        allowed = f" one of {list(p.choices)};" if p.choices else (f" {p.range_text()};" if p.bounds else "")
+        lines.append(f"  {p.name} (default {p.default!r};{allowed} {p.description})")
+    return "\n".join(lines)
+
+
+#: parameters rclpy itself declares on every node (not ours, never unknown)
+_ROS_PARAMETERS = {"use_sim_time", "start_type_description_service", "qos_overrides"}
+
+
 class EstimatorNode(Node):
     """The ``mcoe_estimator`` ROS node (see module docstring)."""
 
     def __init__(self, **kwargs):
         super().__init__(NODE_NAME, **kwargs)
-        for p in PARAMETERS:
+        unknown = sorted(
+            k for k in self._parameter_overrides if k not in DEFAULTS and k.split(".")[0] not in _ROS_PARAMETERS
+        )
+        if unknown:
+            raise ConfigError(f"unknown parameter '{unknown[0]}'" + (f" (and {unknown[1:]})" if unknown[1:] else ""))
+        for p in PARAMETERS:  # dynamic typing: check_value (one line naming the parameter) decides, not rclpy
             extra = f" (one of: {', '.join(p.choices)})" if p.choices else ""
-            self.declare_parameter(p.name, p.default, ParameterDescriptor(description=p.description + extra))
+            extra += f" ({p.range_text()})" if p.bounds else ""
+            desc = ParameterDescriptor(description=p.description + extra, dynamic_typing=True)
+            self.declare_parameter(p.name, p.default, desc)
         self.config = node_config({p.name: self.get_parameter(p.name).value for p in PARAMETERS})
         mode = self.config.input.mode
         if mode == "low_state" and import_low_state() is None:
             raise ConfigError("input.mode is low_state but neither unitree_legged_msgs nor ros2_unitree_legged_msgs")
-        self.feed = SensorFeed(self.config)
+        try:
+            self.feed = SensorFeed(self.config)
+        except (ValueError, KeyError, RuntimeError, OSError) as err:  # e.g. a frame the URDF does not have
+            raise ConfigError(f"parameters 'robot.*' do not fit the robot model: {err}") from err
         sys.setswitchinterval(GIL_SWITCH_INTERVAL)
         self._latency = deque(maxlen=2000)  #: callback entry -> odom/pose/TF published, s
         self._odom_lock = threading.Lock()  #: orders odom publications of the two threads (strictly newer stamps)
@@ -100,11 +148,19 @@ class EstimatorNode(Node):
         self.tf = self._make_tf_broadcaster() if self.config.output.publish_tf else None
 
         inputs = self.config.input
+        period, depth, gap = inputs.low_state_period, SENSOR_QOS.depth, self.config.estimator.grid.max_gap
         if mode == "low_state":
-            self.create_subscription(import_low_state(), inputs.low_state_topic, self._on_low_state, SENSOR_QOS)
+            self.intake = [StreamIntake("low_state", period, depth, max_gap=gap)]
+            self.create_subscription(
+                import_low_state(), inputs.low_state_topic, _with_info(self._on_low_state), SENSOR_QOS
+            )
         else:
-            self.create_subscription(JointState, inputs.joint_states_topic, self._on_joints, SENSOR_QOS)
-            self.create_subscription(Imu, inputs.imu_topic, self._on_imu, SENSOR_QOS)
+            self.intake = [StreamIntake(n, period, depth, max_gap=gap) for n in ("joint_states", "imu")]
+            self.create_subscription(JointState, inputs.joint_states_topic, _with_info(self._on_joints), SENSOR_QOS)
+            self.create_subscription(Imu, inputs.imu_topic, _with_info(self._on_imu), SENSOR_QOS)
+        stale = self.config.output.stale_timeout
+        self.health = HealthMonitor(stale, recent=max(stale, 2 * self.config.output.diagnostics_period))
+        self._logged_rejected: Counter = Counter()
         self.create_timer(self.config.output.diagnostics_period, self._publish_diagnostics)
         # Sensor callbacks only buffer samples and advance the grid (cheap, under the lock); solves run in
         # a worker thread so that callbacks keep draining the subscription queues during a solve.
@@ -170,18 +226,25 @@ class EstimatorNode(Node):
                 self.feed.count_error("internal_error", repr(err))
                 self._log_error(f"estimator error: {err!r}")
 
-    def destroy_node(self):
+    def stop(self, timeout: float = 1.0) -> None:
+        """Stop the solve worker: the running solve ends at its next iteration (stop flag); waits ``timeout`` s."""
         diag = self.feed.diagnostics()
         values = diag.key_values()
         keys = ["ticks", "held_ticks", "samples_accepted", "samples_rejected"] + sorted(
             k for k in values if k.startswith("rejected_")
         )
+        lost = ", ".join(f"{s.name}: received {s.received}, lost {s.n_lost}" for s in self.intake)
         summary = ", ".join(f"{k}={values[k]}" for k in keys)
-        self.get_logger().info(f"shutting down: {summary}; status: {diag.message}")
+        self.get_logger().info(f"shutting down: {summary}; {lost}; status: {diag.message}")
         self._running = False
+        self.feed.estimator.request_stop()
         self._wake.set()
         if self._worker.is_alive():
-            self._worker.join(timeout=5.0)
+            self._worker.join(timeout=timeout)
+
+    def destroy_node(self):
+        if getattr(self, "_running", False):  # also called by rclpy on a node whose constructor failed
+            self.stop()
         return super().destroy_node()
 
     def _log_error(self, text: str) -> None:
@@ -193,13 +256,33 @@ class EstimatorNode(Node):
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
 
-    def _on_low_state(self, msg) -> None:
-        self._guard(self.feed.low_state, msg, self._now())
+    def _account(self, stream: StreamIntake, info, t_data: float | None = None) -> float:
+        """Intake accounting of one message (MessageInfo from the middleware); returns its queueing delay, s."""
+        self.health.input(time.monotonic())
+        seq = info.get("publication_sequence_number") if info else None
+        gid = info.get("publisher_gid") if info else None
+        publisher = bytes(gid["data"]) if isinstance(gid, dict) and "data" in gid else None
+        sent = info.get("source_timestamp") if info else None
+        return stream.message(time.time(), None if not sent else sent * 1e-9, seq or None, publisher, t_data=t_data)
 
-    def _on_joints(self, msg) -> None:
+    def _on_low_state(self, msg, info) -> None:
+        # No header: the stamp is the publication time on the node's clock (reception time minus the queueing
+        # delay), so callback starvation neither delays stamps nor fakes gaps.
+        delay = self._account(self.intake[0], info)
+        t = self._now() - delay
+        self._guard(self._low_state, msg, t)
+
+    def _low_state(self, msg, t: float) -> None:
+        stamp = self.feed.low_state(msg, t)
+        if stamp is not None:
+            self.intake[0].data_time(stamp)
+
+    def _on_joints(self, msg, info) -> None:
+        self._account(self.intake[0], info, stamp_seconds(msg.header.stamp))
         self._guard(self.feed.joint_state, msg)
 
-    def _on_imu(self, msg) -> None:
+    def _on_imu(self, msg, info) -> None:
+        self._account(self.intake[1], info, stamp_seconds(msg.header.stamp))
         self._guard(self.feed.imu, msg)
 
     # ---- outputs ------------------------------------------------------------------------------------
@@ -235,20 +318,40 @@ class EstimatorNode(Node):
             pub = self.publishers_.get(name)
             if pub is not None:
                 pub.publish(fill(pub.msg_type(), tree))
+        self.health.output(time.monotonic())
 
     def _publish_diagnostics(self) -> None:
         diag = self.feed.diagnostics()
+        diag.level, diag.message, recent = self.health.assess(time.monotonic(), diag, self.intake)
+        for stream in self.intake:
+            diag.extra.update(stream.key_values())
+        diag.extra.update(recent)
         latency = np.array(self._latency) if self._latency else np.zeros(1)
         diag.extra["odom_latency_p50_ms"] = f"{1e3 * np.percentile(latency, 50):.3f}"
         diag.extra["odom_latency_p99_ms"] = f"{1e3 * np.percentile(latency, 99):.3f}"
-        tree = messages.diagnostics_message(self.feed.estimator.last_time, diag)
+        self._log_rejections(diag)
+        # named after the fully qualified node name: several estimators (namespaces) share /diagnostics
+        tree = messages.diagnostics_message(self.feed.estimator.last_time, diag, name=self.get_fully_qualified_name())
         self.pub_diag.publish(fill(self.pub_diag.msg_type(), tree))
+
+    def _log_rejections(self, diag) -> None:
+        """Log (at most once per diagnostics period) the samples rejected since the last log, with reasons."""
+        new = Counter(diag.samples.rejected) - self._logged_rejected
+        lost = sum(s.n_lost for s in self.intake) - self._logged_rejected["__lost__"]
+        if new:
+            self._logged_rejected.update(new)
+            parts = [f"{k}={v} (last: {diag.samples.details.get(k, (0, '?'))[1]})" for k, v in new.most_common()]
+            self.get_logger().warning(f"rejected {sum(new.values())} samples: " + "; ".join(parts))
+        if lost > 0:
+            self._logged_rejected["__lost__"] += lost
+            causes = ", ".join(f"{s.name}: {dict(s.lost)}" for s in self.intake if s.n_lost)
+            self.get_logger().warning(f"{lost} input messages lost before the callback (total by cause: {causes})")
 
     def _on_reset(self, request, response):
         with self._lock:
             self.feed.estimator.reset_payload()
         response.success = True
-        response.message = "payload estimate reset to the prior"
+        response.message = "payload estimate reset to the prior (the pose is kept)"
         self.get_logger().info(response.message)
         return response
 
@@ -262,24 +365,57 @@ class EstimatorNode(Node):
 
 
 def main(args=None) -> int:
-    rclpy.init(args=args)
+    argv = list(sys.argv[1:] if args is None else args)
+    ros_args = argv.index("--ros-args") if "--ros-args" in argv else len(argv)
+    if any(a in ("-h", "--help") for a in argv[:ros_args]):
+        print(usage())
+        return 0
+    try:  # our reading of the parameter files first: one line naming the file and key (rcl's is two, less clear)
+        for path in (argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--params-file"):
+            load_params(path, required=False)
+    except ConfigError as err:
+        print(f"mcoe_estimator: configuration error: {err}", file=sys.stderr)
+        return 2
+    # Our own SIGINT/SIGTERM handling: the context stays valid until the node has stopped and logged
+    # (no "Failed to publish log message to rosout"), and the spin loop notices within 0.1 s.
+    try:
+        rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    except Exception as err:  # e.g. an unparsable --params-file (rcl's message names the file)
+        print(f"mcoe_estimator: configuration error: {str(err).splitlines()[0]}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
     try:
         node = EstimatorNode()
     except ConfigError as err:
         print(f"mcoe_estimator: configuration error: {err}", file=sys.stderr)
         rclpy.try_shutdown()
         return 2
+    except rclpy.exceptions.ParameterException as err:
+        print(f"mcoe_estimator: configuration error: {err}", file=sys.stderr)
+        rclpy.try_shutdown()
+        return 2
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
     try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+        while not stop.is_set() and rclpy.ok():
+            executor.spin_once(timeout_sec=0.1)
+    except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except RuntimeError:
         # SIGINT shuts the context down: a take from a still-full subscription queue then fails inside rclpy.spin
         if rclpy.ok():
             raise
     finally:
+        node.stop()
+        executor.shutdown(timeout_sec=0.5)
         node.destroy_node()
         rclpy.try_shutdown()
+    if node._worker.is_alive():  # a solve step still running after the 1 s stop: do not wait for it
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0
 
 
