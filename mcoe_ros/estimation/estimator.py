@@ -31,6 +31,7 @@ from mcoe_ros.estimation.diagnostics import OK, WARN, Diagnostics
 from mcoe_ros.estimation.estimate import Estimate
 from mcoe_ros.estimation.samples import InvalidSample, SampleStats, validate_imu, validate_joint
 from mcoe_ros.estimation.window import GridKnot, SlidingWindow
+from mcoe_ros.multibody import compiled
 from mcoe_ros.multibody.contact import ContactDetector
 from mcoe_ros.multibody.inertia import is_physically_consistent
 from mcoe_ros.multibody.robot import RobotModel
@@ -100,6 +101,11 @@ class Estimator:
             tol_gap=1e-8,
         )
         self.cold_iterations = int(sol.max_iterations_cold)
+        if sol.backend not in ("auto", "python", "compiled"):
+            raise ValueError(f"solver.backend: unknown backend {sol.backend!r}")
+        if sol.backend == "compiled" and not compiled.available():
+            raise ValueError(f"solver.backend: the compiled extension is not built ({compiled.IMPORT_ERROR})")
+        self._compiled_models: compiled.CompiledModels | None = None
         self.solver: MCOESolver | None = None
         self.last_good: Estimate | None = None
         #: payload belief (theta and its information) that seeds the next problem built from scratch
@@ -215,12 +221,26 @@ class Estimator:
         if self.last_good is None:
             position[2] = self.builder.standing_height(knots[0])
         problem, xs = self.builder.fresh_problem(knots, position, self.theta, self.theta_info)
-        solver = MCOESolver(problem, replace(self.options))
+        solver = self._new_solver(problem)
         guess = self.theta.copy()
         if self.rls_pi is not None:  # RLS warm start of the payload body (oe+rls)
             guess[:10] = self.param.parts[0].theta(self.rls_pi)
         solver.set_guess(xs, None, guess)
         return solver
+
+    def _new_solver(self, problem) -> MCOESolver | compiled.CompiledSolver:
+        """The configured solver backend on ``problem`` (see SolverConfig.backend)."""
+        backend = self.config.solver.backend
+        if backend != "python":
+            reason = compiled.unsupported_problem(problem, self.options) if compiled.available() else "not built"
+            if reason is None:
+                if self._compiled_models is None:
+                    self._compiled_models = compiled.CompiledModels(self.robot)
+                torque = self.builder.torque_noise
+                return compiled.CompiledSolver(problem, replace(self.options), torque, self._compiled_models)
+            if backend == "compiled":
+                raise ValueError(f"solver.backend: the compiled solver cannot run this problem ({reason})")
+        return MCOESolver(problem, replace(self.options))
 
     def solve(self, tick: TickInput) -> Estimate | None:
         """Run one tick: update the problem with the snapshot's knots, solve, and build the estimate."""
@@ -357,6 +377,8 @@ class Estimator:
     @staticmethod
     def _terminal_covariance(solver: MCOESolver) -> np.ndarray:
         """Covariance over (dx_N, dtheta) from the GN marginal of the whole window (see module docstring)."""
+        if isinstance(solver, compiled.CompiledSolver):
+            return solver.terminal_covariance()
         problem = solver.problem
         n = problem.N
         prior = solver.marginal_prior(n, relinearize=False)  # the solve's last linearisation (no extra cost)
