@@ -186,7 +186,7 @@ double Solver::priorLinearize(const Vec& x0, const Vec& th, Vec& grad, Mat& hess
   Vec e(ndx_ + nth);
   difference(prior.x_bar, x0, e.head(ndx_));
   e.tail(nth) = th - prior.theta_bar;
-  Mat jq(nv_, nv_);
+  Mat jq = Mat::Zero(nv_, nv_);  // Pinocchio writes only the joints' diagonal blocks
   pin::dDifference(state_model_->model, prior.x_bar.head(nq_), x0.head(nq_), jq, pin::ARG1);
   Mat jx = Mat::Identity(ndx_, ndx_);
   jx.topLeftCorner(nv_, nv_) = jq;
@@ -480,6 +480,10 @@ Result Solver::solve(int max_iter) {
         gap_inf = std::max(gap_inf, knots_[k].gap.cwiseAbs().maxCoeff());
       }
       if (hist.empty()) hist.emplace_back(cost, gap_l1);
+    }
+    if (stop_requested_.load()) {  // the estimate is linearised (covariances), no further step
+      res.status = "stopped";
+      break;
     }
     double d1 = 0.0, d2 = 0.0;
     std::string method;

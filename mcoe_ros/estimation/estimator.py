@@ -38,6 +38,8 @@ from mcoe_ros.multibody.robot import RobotModel
 from mcoe_ros.ocp.solver import MCOESolver, SolverOptions
 from mcoe_ros.payload.online import OnlinePayloadRls
 
+#: threads of the compiled solver's knot loops (linearisation, line-search trials); results do not depend on it
+COMPILED_THREADS = 2
 MAX_PAYLOAD_MASS = 200.0  #: kg; a solve claiming more is treated as diverged
 
 
@@ -237,7 +239,9 @@ class Estimator:
                 if self._compiled_models is None:
                     self._compiled_models = compiled.CompiledModels(self.robot)
                 torque = self.builder.torque_noise
-                return compiled.CompiledSolver(problem, replace(self.options), torque, self._compiled_models)
+                return compiled.CompiledSolver(
+                    problem, replace(self.options), torque, self._compiled_models, threads=COMPILED_THREADS
+                )
             if backend == "compiled":
                 raise ValueError(f"solver.backend: the compiled solver cannot run this problem ({reason})")
         return MCOESolver(problem, replace(self.options))

@@ -302,11 +302,19 @@ class CompiledSolver:
         return np.array(self._cpp.dtheta)
 
     def set_guess(self, xs: Sequence[np.ndarray], ws: Sequence[np.ndarray] | None, theta: np.ndarray) -> None:
-        self._cpp.set_guess(
-            [np.asarray(x, dtype=float) for x in xs],
-            [] if ws is None else [np.asarray(w, dtype=float) for w in ws],
-            np.asarray(theta, dtype=float),
-        )
+        """Initial guess: xs (N+1, nx), ws (N, nw) or None (zeros), theta (ntheta,); sizes are checked here (the C++
+        side trusts them)."""
+        n, nx = self._cpp.N, self.problem.state.nx
+        xs = [np.asarray(x, dtype=float) for x in xs]
+        ws = [] if ws is None else [np.asarray(w, dtype=float) for w in ws]
+        theta = np.asarray(theta, dtype=float)
+        if len(xs) != n + 1 or any(x.shape != (nx,) for x in xs):
+            raise ValueError(f"need N+1 = {n + 1} states of size {nx}")
+        if ws and (len(ws) != n or any(w.shape != (self.nw,) for w in ws)):
+            raise ValueError(f"need N = {n} noises of size {self.nw}")
+        if theta.shape != (self.problem.ntheta,):
+            raise ValueError(f"theta must have {self.problem.ntheta} entries")
+        self._cpp.set_guess(xs, ws, theta)
 
     # ------------------------------------------------------------------ solve
     def request_stop(self) -> None:
@@ -327,10 +335,10 @@ class CompiledSolver:
         if xs is not None:
             self.set_guess(xs, ws, self.theta if theta is None else theta)
         else:
-            if ws is not None:
-                self._cpp.ws = [np.asarray(w, dtype=float) for w in ws]
-            if theta is not None:
-                self._cpp.theta = np.asarray(theta, dtype=float)
+            if ws is not None or theta is not None:
+                self.set_guess(self.xs, self.ws if ws is None else ws, self.theta if theta is None else theta)
+        if len(self._cpp.xs) != self._cpp.N + 1:
+            raise ValueError("no initial guess: pass xs")
         out = self._cpp.solve(self.options.max_iter if max_iter is None else int(max_iter))
         theta = self.theta
         hess = out["arrival_hessian"]
