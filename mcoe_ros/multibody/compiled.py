@@ -179,8 +179,29 @@ def compiled_parametrization(param) -> object:
     return out
 
 
+class CompiledKnot:
+    """Read-only view of knot k of a compiled problem: ``W`` (nw, nw) process-noise information (copy) and ``data``
+    (the C++ interval data at the last linearisation: xnext, r, Fx, Fp, Rx, Rp, u, z)."""
+
+    def __init__(self, solver, k: int):
+        self._solver, self.k = solver, k
+
+    @property
+    def W(self) -> np.ndarray:  # noqa: N802 - the paper's symbol
+        return np.array(self._solver.knot_W(self.k))
+
+    @property
+    def data(self):
+        return self._solver.knot_data(self.k)
+
+    @property
+    def terminal(self) -> bool:
+        return self.k == self._solver.N
+
+
 class CompiledProblem:
-    """The problem side of a :class:`CompiledSolver` (sizes, state manifold, parametrization, arrival prior)."""
+    """The problem side of a :class:`CompiledSolver` (sizes, state manifold, parametrization, arrival prior, knot
+    views)."""
 
     def __init__(self, solver, state, param):
         self._solver = solver
@@ -191,6 +212,10 @@ class CompiledProblem:
     @property
     def N(self) -> int:  # noqa: N802 - the paper's horizon length
         return self._solver.N
+
+    @property
+    def knots(self) -> list[CompiledKnot]:
+        return [CompiledKnot(self._solver, k) for k in range(self._solver.N + 1)]
 
     @property
     def prior(self) -> ArrivalPrior:
