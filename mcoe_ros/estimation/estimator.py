@@ -38,8 +38,9 @@ from mcoe_ros.multibody.robot import RobotModel
 from mcoe_ros.ocp.solver import MCOESolver, SolverOptions
 from mcoe_ros.payload.online import OnlinePayloadRls
 
-#: threads of the compiled solver's knot loops (linearisation, line-search trials); results do not depend on it
-COMPILED_THREADS = 2
+#: threads of the compiled solver's knot loops (linearisation, line-search trials; results do not depend on it).
+#: 1: on the shared 2-core machine 2 OpenMP threads were 3x slower than 1 under load (docs/performance.md)
+COMPILED_THREADS = 1
 MAX_PAYLOAD_MASS = 200.0  #: kg; a solve claiming more is treated as diverged
 
 
