@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -80,8 +81,9 @@ def replay_times(backend: str, seconds: float) -> dict:
     from mcoe_ros.io.feed import SensorFeed
     from mcoe_ros.io.params import NodeConfig
 
-    config = NodeConfig()
-    config.estimator.solver.backend = backend
+    base = NodeConfig()
+    est = base.estimator
+    config = replace(base, estimator=replace(est, solver=replace(est.solver, backend=backend)))
     feed = SensorFeed(config)
     topic = next(name for name, info in bag_topics(SAMPLE).items() if info.msgtype.endswith("LowState"))
     t0 = None

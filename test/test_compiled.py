@@ -5,6 +5,7 @@ horizon shift with its marginal prior, the terminal covariance and the stop requ
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +34,9 @@ from mcoe_ros.testing.go1 import go1_velocity_window, go1_window, payload_pi, pe
 pytestmark = pytest.mark.skipif(not compiled.available(), reason=f"extension not built: {compiled.IMPORT_ERROR}")
 
 TOL = 1e-9
-REPLAY_TOL = 1e-6  # measured: see test_sample_replay_same_estimates_with_both_backends
+#: measured on the sample bag (27 estimates, 1.5 s): relative differences <= 8e-10 (position), 1.4e-8 (theta),
+#: 2.3e-7 (payload covariance): the solves agree to ~1e-9 per step and drift slightly over warm-started ticks
+REPLAY_TOL = 1e-6
 
 
 def _close(a, b, tol=TOL) -> float:
@@ -274,8 +277,9 @@ def _replay(backend: str, end: float = 1.5) -> list:
     from mcoe_ros.io.params import NodeConfig
 
     sample = str(Path(__file__).resolve().parents[1] / "mcoe_ros" / "data" / "go1_sample")
-    config = NodeConfig()
-    config.estimator.solver.backend = backend
+    base = NodeConfig()
+    est = base.estimator
+    config = replace(base, estimator=replace(est, solver=replace(est.solver, backend=backend)))
     feed = SensorFeed(config)
     topic = next(name for name, info in bag_topics(sample).items() if info.msgtype.endswith("LowState"))
     out, t0 = [], None
