@@ -113,6 +113,8 @@ class ProblemBuilder:
         nv = robot.nv
         #: process-noise coordinates (None: all), information W (diagonal) and initial arrival information
         self.noise_model = None
+        #: (torque_std (nj,), velocity floor std) of the state-dependent noise model, for the compiled solver
+        self.torque_noise: tuple[np.ndarray, float] | None = None
         if noise.process_model == "velocity":
             self.noise_dims = np.arange(nv, 2 * nv)
             self.noise_info = np.full(nv, noise.process_velocity**-2.0)
@@ -125,6 +127,7 @@ class ProblemBuilder:
                     return np.linalg.inv(cov)
 
                 self.noise_model = noise_model
+                self.torque_noise = (torque_std, noise.process_velocity)
         else:
             self.noise_dims = None
             self.noise_info = np.r_[

@@ -140,6 +140,9 @@ class SolverConfig:
     time_budget: float = 0.0  #: wall-time budget per tick, s (0 = none: deterministic)
     rollout: str = "multiple"  #: 'multiple', 'feasible' or 'single'
     arrival: str = "auto"  #: 'auto', 'schur' or 'nullspace'
+    #: 'auto' (the compiled solver when the extension is built and supports the problem, else the Python
+    #: reference), 'python' or 'compiled' (an error if unavailable)
+    backend: str = "auto"
 
 
 @dataclass

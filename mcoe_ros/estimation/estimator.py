@@ -40,12 +40,16 @@ from mcoe_ros.estimation.samples import (
     validate_joint,
 )
 from mcoe_ros.estimation.window import GridKnot, SlidingWindow
+from mcoe_ros.multibody import compiled
 from mcoe_ros.multibody.contact import ContactDetector
 from mcoe_ros.multibody.inertia import is_physically_consistent
 from mcoe_ros.multibody.robot import RobotModel
 from mcoe_ros.ocp.solver import MCOESolver, SolverOptions
 from mcoe_ros.payload.online import OnlinePayloadRls
 
+#: threads of the compiled solver's knot loops (linearisation, line-search trials; results do not depend on it).
+#: 1: on the shared 2-core machine 2 OpenMP threads were 3x slower than 1 under load (docs/performance.md)
+COMPILED_THREADS = 1
 MAX_PAYLOAD_MASS = 200.0  #: kg; a solve claiming more is treated as diverged
 REBUILD_ITERATIONS = 3  #: at least this many for a warm rebuild (a new problem, but warm: not max_iterations_cold)
 #: solve sanity (against the recent good solves): a cost above COST_OUTLIER times their median (and above
@@ -132,6 +136,11 @@ class Estimator:
             tol_gap=1e-8,
         )
         self.cold_iterations = int(sol.max_iterations_cold)
+        if sol.backend not in ("auto", "python", "compiled"):
+            raise ValueError(f"solver.backend: unknown backend {sol.backend!r}")
+        if sol.backend == "compiled" and not compiled.available():
+            raise ValueError(f"solver.backend: the compiled extension is not built ({compiled.IMPORT_ERROR})")
+        self._compiled_models: compiled.CompiledModels | None = None
         self.solver: MCOESolver | None = None
         self.last_good: Estimate | None = None
         #: payload belief (theta and its information) that seeds the next problem built from scratch
@@ -192,6 +201,9 @@ class Estimator:
     def request_stop(self) -> None:
         """Make a running (and every later) solve end at its next iteration, its result discarded (shutdown)."""
         self.stop_event.set()
+        solver = self.solver
+        if isinstance(solver, compiled.CompiledSolver):  # the Python solver reads stop_event itself
+            solver.request_stop()
 
     def reset_payload(self) -> None:
         """Forget the payload estimate: back to the configured prior (the problem is rebuilt from the last base
@@ -316,12 +328,32 @@ class Estimator:
             position[2] = self.builder.standing_height(knots[0])
         base = self.propagator.states_at([k.t for k in knots]) if self.last_position is not None else None
         problem, xs = self.builder.fresh_problem(knots, position, self.theta, self.theta_info, base)
-        solver = MCOESolver(problem, replace(self.options))
-        solver.stop_event = self.stop_event
+        solver = self._new_solver(problem)
         guess = self.theta.copy()
         if self.rls_pi is not None:  # RLS warm start of the payload body (oe+rls)
             guess[:10] = self.param.parts[0].theta(self.rls_pi)
         solver.set_guess(xs, None, guess)
+        return solver
+
+    def _new_solver(self, problem) -> MCOESolver | compiled.CompiledSolver:
+        """The configured solver backend on ``problem`` (see SolverConfig.backend)."""
+        backend = self.config.solver.backend
+        if backend != "python":
+            reason = compiled.unsupported_problem(problem, self.options) if compiled.available() else "not built"
+            if reason is None:
+                if self._compiled_models is None:
+                    self._compiled_models = compiled.CompiledModels(self.robot)
+                torque = self.builder.torque_noise
+                solver = compiled.CompiledSolver(
+                    problem, replace(self.options), torque, self._compiled_models, threads=COMPILED_THREADS
+                )
+                if self.stop_event.is_set():
+                    solver.request_stop()
+                return solver
+            if backend == "compiled":
+                raise ValueError(f"solver.backend: the compiled solver cannot run this problem ({reason})")
+        solver = MCOESolver(problem, replace(self.options))
+        solver.stop_event = self.stop_event
         return solver
 
     def solve(self, tick: TickInput) -> Estimate | None:
@@ -519,6 +551,8 @@ class Estimator:
     @staticmethod
     def _terminal_covariance(solver: MCOESolver) -> np.ndarray:
         """Covariance over (dx_N, dtheta) from the GN marginal of the whole window (see module docstring)."""
+        if isinstance(solver, compiled.CompiledSolver):
+            return solver.terminal_covariance()
         problem = solver.problem
         n = problem.N
         prior = solver.marginal_prior(n, relinearize=False)  # the solve's last linearisation (no extra cost)

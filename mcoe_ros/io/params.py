@@ -282,6 +282,12 @@ _TABLE: tuple[Param, ...] = (
     ),
     Param("solver.rollout", "estimator.solver.rollout", "rollout type", ("multiple", "feasible", "single")),
     Param("solver.arrival", "estimator.solver.arrival", "arrival-node factorisation", ("auto", "schur", "nullspace")),
+    Param(
+        "solver.backend",
+        "estimator.solver.backend",
+        "solver implementation: compiled C++ (auto: when built) or the Python reference",
+        ("auto", "python", "compiled"),
+    ),
     # contact detection
     Param("contact.force_on", "estimator.contact.force_on", "vertical ground reaction force to enter contact, N"),
     Param("contact.force_off", "estimator.contact.force_off", "vertical ground reaction force to leave contact, N"),

@@ -75,3 +75,16 @@ def go1_window(
     for k in range(N + 1):
         prob.set_knot(k, u=us[k], z=zs[k])
     return prob, xs, pi_true, model
+
+
+def go1_velocity_window(n: int, seed: int = 0, noise: float = 1.0, info_w: float = 1e4, info_theta: float = 1e-2):
+    """:func:`go1_window`'s data as the estimator's problem: process noise on the velocities only (information
+    ``info_w`` per velocity), a weak parameter prior (``info_theta``) at the true payload.
+    Returns (problem, true xs, true payload pi)."""
+    prob, xs, pi_true, model = go1_window(n, seed=seed, noise=noise)
+    nv = model.state.nv
+    prior = ArrivalPrior.independent(xs[0], 1e6, model.state.ndx, prob.param.theta(pi_true), info_theta)
+    vel = EstimationProblem([model] * n, model, prior, prob.param, np.full(nv, info_w), np.arange(nv, 2 * nv))
+    for k, knot in enumerate(prob.knots):
+        vel.set_knot(k, knot.data.u, knot.data.z)
+    return vel, xs, pi_true

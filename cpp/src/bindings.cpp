@@ -1,0 +1,229 @@
+// Python bindings of the compiled core: mcoe_ros._mcoe (used through mcoe_ros.multibody.compiled).
+#include <pybind11/eigen.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <pinocchio/serialization.hpp>
+
+#include "interval.hpp"
+#include "parametrization.hpp"
+#include "solver.hpp"
+
+namespace py = pybind11;
+using namespace mcoe;
+
+namespace {
+
+struct Robot {
+  PinModel model;
+};
+
+std::shared_ptr<Robot> robotFromString(const std::string& text) {
+  auto r = std::make_shared<Robot>();
+  pinocchio::serialization::loadFromString(r->model, text);
+  return r;
+}
+
+MeasurementSpec::Kind kindOf(const std::string& name) {
+  using K = MeasurementSpec::Kind;
+  if (name == "joint_position") return K::JointPosition;
+  if (name == "joint_velocity") return K::JointVelocity;
+  if (name == "gyro") return K::Gyro;
+  if (name == "orientation") return K::Orientation;
+  if (name == "specific_force") return K::SpecificForce;
+  if (name == "contact_velocity") return K::ContactVelocity;
+  throw std::invalid_argument("unknown measurement kind " + name);
+}
+
+py::dict resultDict(const Result& r) {
+  py::list log;
+  for (const auto& l : r.log)
+    log.append(py::make_tuple(l.iteration, l.cost, l.merit, l.gap, l.step, l.reg, l.stop, l.time, l.arrival));
+  py::dict d;
+  d["converged"] = r.converged;
+  d["iterations"] = r.iterations;
+  d["cost"] = r.cost;
+  d["gap"] = r.gap;
+  d["status"] = r.status;
+  d["log"] = log;
+  d["arrival_hessian"] = r.arrival_hessian;
+  return d;
+}
+
+using ModelPtr = std::shared_ptr<const IntervalModel>;
+
+std::vector<ModelPtr> asModels(const std::vector<std::shared_ptr<IntervalModel>>& ms) {
+  return std::vector<ModelPtr>(ms.begin(), ms.end());
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_mcoe, m) {
+  m.doc() = "Compiled hot path of mcoe_ros: multibody interval models and the multiple-shooting OE solver.";
+  py::register_exception<FactorizationError>(m, "FactorizationError", PyExc_ArithmeticError);
+
+  py::class_<Robot, std::shared_ptr<Robot>>(m, "Robot")
+      .def(py::init(&robotFromString), py::arg("model_string"),
+           "A Pinocchio model from pin.Model.saveToString() (exact text archive).")
+      .def_property_readonly("nq", [](const Robot& r) { return r.model.nq; })
+      .def_property_readonly("nv", [](const Robot& r) { return r.model.nv; });
+
+  py::class_<Parametrization>(m, "Parametrization")
+      .def(py::init<>())
+      .def("add", &Parametrization::add, py::arg("kind"), py::arg("size"), py::arg("offset") = Vec())
+      .def_property_readonly("size", &Parametrization::size)
+      .def("pi", [](const Parametrization& p, const Vec& th) { Vec out; p.pi(th, out); return out; })
+      .def("jacobian", [](const Parametrization& p, const Vec& th) { Mat out; p.jacobian(th, out); return out; });
+
+  py::class_<IntervalData>(m, "IntervalData")
+      .def_readwrite("u", &IntervalData::u)
+      .def_readwrite("z", &IntervalData::z)
+      .def_readonly("xnext", &IntervalData::xnext)
+      .def_readonly("r", &IntervalData::r)
+      .def_readonly("Fx", &IntervalData::Fx)
+      .def_readonly("Fp", &IntervalData::Fp)
+      .def_readonly("Rx", &IntervalData::Rx)
+      .def_readonly("Rp", &IntervalData::Rp)
+      .def_readonly("a", &IntervalData::a)
+      .def_readonly("lam", &IntervalData::lam)
+      .def_readonly("da_dtau", &IntervalData::da_dtau);
+
+  py::class_<IntervalModel, std::shared_ptr<IntervalModel>>(m, "IntervalModel")
+      .def(py::init([](const Robot& robot, const std::vector<int>& contacts, const std::vector<int>& impulse,
+                       double dt, double mu, double accuracy, int max_iter, int payload_joint, const Mat& A,
+                       const Vec& nominal_pi, const Mat& groups, double eps, bool gyro_bias, bool acc_bias) {
+             return std::make_shared<IntervalModel>(robot.model, contacts, impulse, dt, mu, accuracy, max_iter,
+                                                    payload_joint, A, nominal_pi, groups, eps, gyro_bias, acc_bias);
+           }),
+           py::arg("robot"), py::arg("contact_frames"), py::arg("impulse_frames"), py::arg("dt"), py::arg("mu"),
+           py::arg("accuracy"), py::arg("max_iter"), py::arg("payload_joint"), py::arg("payload_to_joint"),
+           py::arg("nominal_pi"), py::arg("actuator_groups"), py::arg("coulomb_smoothing"), py::arg("gyro_bias"),
+           py::arg("acc_bias"))
+      .def("add_measurement",
+           [](IntervalModel& self, const std::string& kind, int frame_id, const Mat& W, int bias_start,
+              bool quat_wxyz) {
+             MeasurementSpec s;
+             s.kind = kindOf(kind);
+             s.frame_id = frame_id;
+             s.W = W;
+             s.bias_start = bias_start;
+             s.quat_wxyz = quat_wxyz;
+             self.addMeasurement(s);
+           },
+           py::arg("kind"), py::arg("frame_id"), py::arg("W"), py::arg("bias_start") = -1,
+           py::arg("quat_wxyz") = true)
+      .def_readonly("npi", &IntervalModel::npi)
+      .def_readonly("nz", &IntervalModel::nz)
+      .def_readonly("nr", &IntervalModel::nr)
+      .def_readonly("nu", &IntervalModel::nu)
+      .def("create_data", [](const IntervalModel& self) { return self.createData(); })
+      .def("calc", &IntervalModel::calc, py::arg("data"), py::arg("x"), py::arg("pi"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("calc_diff", &IntervalModel::calcDiff, py::arg("data"), py::arg("x"), py::arg("pi"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("velocity_noise_covariance", [](const IntervalModel& self, const IntervalData& d, const Vec& std_,
+                                           double floor) {
+        Mat out;
+        self.velocityNoiseCovariance(d, std_, floor, out);
+        return out;
+      });
+
+  py::class_<Solver>(m, "Solver")
+      .def(py::init([](const Parametrization& p, const std::string& arrival, double rank_tol, int max_iter,
+                       double max_time, double tol_stop, double tol_gap, bool refresh_noise, int threads) {
+             Options o;
+             o.arrival = arrival;
+             o.rank_tol = rank_tol;
+             o.max_iter = max_iter;
+             o.max_time = max_time;
+             o.tol_stop = tol_stop;
+             o.tol_gap = tol_gap;
+             o.refresh_noise = refresh_noise;
+             o.threads = threads;
+             return std::make_unique<Solver>(p, o);
+           }),
+           py::arg("parametrization"), py::arg("arrival") = "auto", py::arg("rank_tol") = 1e-9,
+           py::arg("max_iter") = 100, py::arg("max_time") = -1.0, py::arg("tol_stop") = 1e-12,
+           py::arg("tol_gap") = 1e-9, py::arg("refresh_noise") = true, py::arg("threads") = 1)
+      .def("set_problem",
+           [](Solver& s, const std::vector<std::shared_ptr<IntervalModel>>& running,
+              const std::shared_ptr<IntervalModel>& terminal, const Vec& x_bar, const Vec& theta_bar, const Mat& H,
+              const Vec& g, const Vec& noise_info) {
+             s.setProblem(asModels(running), terminal, Prior{x_bar, theta_bar, H, g}, noise_info);
+           })
+      .def("set_knot", &Solver::setKnot, py::arg("k"), py::arg("u") = Vec(), py::arg("z") = Vec())
+      .def("set_torque_noise", &Solver::setTorqueNoise)
+      .def("set_guess", &Solver::setGuess)
+      .def("solve", [](Solver& s, int max_iter) {
+        Result r;
+        {
+          py::gil_scoped_release release;
+          r = s.solve(max_iter);
+        }
+        return resultDict(r);
+      })
+      .def("calc_diff", &Solver::calcDiff, py::call_guard<py::gil_scoped_release>())
+      .def("try_step",
+           [](Solver& s, double alpha) {
+             double gap = 0.0, cost = 0.0;
+             {
+               py::gil_scoped_release release;
+               cost = s.tryStep(alpha, gap);
+             }
+             return py::make_tuple(cost, gap);
+           })
+      .def("pinocchio_floor", &Solver::pinocchioFloor, py::call_guard<py::gil_scoped_release>(),
+           "Seconds of the Pinocchio calls alone of one iteration (linearisation + one trial), one thread.")
+      .def_property(
+          "threads", [](const Solver& s) { return s.options.threads; },
+          [](Solver& s, int n) { s.options.threads = n; })
+      .def("request_stop", &Solver::requestStop, "Thread-safe: stop the running/next solve before its line search.")
+      .def("clear_stop", &Solver::clearStop)
+      .def_property_readonly("stop_requested", &Solver::stopRequested)
+      .def("compute_direction",
+           [](Solver& s, double reg) {
+             double d1 = 0, d2 = 0;
+             std::string method;
+             {
+               py::gil_scoped_release release;
+               s.computeDirection(reg, d1, d2, method);
+             }
+             return py::make_tuple(d1, d2, method);
+           })
+      .def("shift",
+           [](Solver& s, int k, const std::vector<std::shared_ptr<IntervalModel>>& running,
+              const std::shared_ptr<IntervalModel>& terminal, const std::vector<Vec>& us, const std::vector<Vec>& zs,
+              const Vec& u_terminal, const Vec& z_terminal, const Vec& noise_info) {
+             py::gil_scoped_release release;
+             s.shift(k, asModels(running), terminal, us, zs, u_terminal, z_terminal, noise_info);
+           })
+      .def("marginal_prior",
+           [](Solver& s, int k, bool relinearize) {
+             Prior p;
+             {
+               py::gil_scoped_release release;
+               p = s.marginalPrior(k, relinearize);
+             }
+             return py::make_tuple(p.x_bar, p.theta_bar, p.H, p.g);
+           })
+      .def("terminal_covariance", &Solver::terminalCovariance, py::call_guard<py::gil_scoped_release>())
+      .def_property(
+          "prior", [](const Solver& s) { return py::make_tuple(s.prior.x_bar, s.prior.theta_bar, s.prior.H, s.prior.g); },
+          [](Solver& s, const py::tuple& t) {
+            s.prior = Prior{t[0].cast<Vec>(), t[1].cast<Vec>(), t[2].cast<Mat>(), t[3].cast<Vec>()};
+          })
+      .def_property_readonly("N", &Solver::N)
+      .def_property_readonly("ndx", &Solver::ndx)
+      .def_property_readonly("nw", &Solver::nw)
+      .def_property_readonly("ntheta", &Solver::ntheta)
+      .def_readwrite("xs", &Solver::xs)
+      .def_readwrite("ws", &Solver::ws)
+      .def_readwrite("theta", &Solver::theta)
+      .def_readonly("pi", &Solver::pi)
+      .def_readonly("dtheta", &Solver::dtheta)
+      .def_readonly("dx", &Solver::dx)
+      .def_readonly("dw", &Solver::dw)
+      .def("knot_data", [](Solver& s, int k) -> IntervalData& { return *s.knot(k).data; },
+           py::return_value_policy::reference_internal)
+      .def("knot_W", [](const Solver& s, int k) { return s.knot(k).W; });
+}

@@ -1,0 +1,415 @@
+#include "interval.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include <pinocchio/algorithm/aba-derivatives.hpp>
+#include <pinocchio/algorithm/aba.hpp>
+#include <pinocchio/algorithm/constrained-dynamics-derivatives.hpp>
+#include <pinocchio/algorithm/constrained-dynamics.hpp>
+#include <pinocchio/algorithm/frames-derivatives.hpp>
+#include <pinocchio/algorithm/frames.hpp>
+#include <pinocchio/algorithm/impulse-dynamics-derivatives.hpp>
+#include <pinocchio/algorithm/impulse-dynamics.hpp>
+#include <pinocchio/algorithm/joint-configuration.hpp>
+#include <pinocchio/algorithm/kinematics-derivatives.hpp>
+#include <pinocchio/algorithm/kinematics.hpp>
+#include <pinocchio/algorithm/regressor.hpp>
+#include <pinocchio/spatial.hpp>
+
+namespace mcoe {
+
+namespace pin = pinocchio;
+using MK = MeasurementSpec::Kind;
+
+IntervalModel::IntervalModel(const PinModel& m, const std::vector<int>& contact_frames,
+                             const std::vector<int>& impulse_frames, double dt_, double mu, double accuracy,
+                             int max_iter, int payload_joint, const Mat& payload_to_joint, const Vec& nominal_pi,
+                             const Mat& actuator_groups, double coulomb_eps, bool gyro_bias, bool acc_bias)
+    : dt(dt_), model(m), contact_frames_(contact_frames), impulse_frames_(impulse_frames), mu_(mu),
+      accuracy_(accuracy), max_iter_(max_iter), payload_joint_(payload_joint), A_(payload_to_joint),
+      nominal_pi_(nominal_pi), groups_(actuator_groups), eps_(coulomb_eps) {
+  nq = model.nq;
+  nv = model.nv;
+  nx = nq + nv;
+  ndx = 2 * nv;
+  nb = model.joints[1].nv() == 6 ? 6 : 0;  // free-flyer root (as RobotModel builds it) or fixed base
+  nj = nv - nb;
+  nu = nj;
+  nc = 3 * static_cast<int>(contact_frames_.size());
+  ni = 3 * static_cast<int>(impulse_frames_.size());
+  payload_on_universe_ = payload_joint_ == 0;
+  reg_cols_ = 10 * std::max(payload_joint_ - 1, 0);
+  n_groups_ = groups_.size() ? static_cast<int>(groups_.cols()) : 0;
+  n_act = 3 * n_groups_;
+  npi = 10 + n_act;
+  if (gyro_bias) { gyro_bias_ = npi; npi += 3; }
+  if (acc_bias) { acc_bias_ = npi; npi += 3; }
+  nominal_armature_ = model.armature;
+  if (n_groups_ && groups_.rows() != nj) throw std::invalid_argument("actuator groups must have one row per joint");
+}
+
+void IntervalModel::addMeasurement(MeasurementSpec s) {
+  switch (s.kind) {
+    case MK::JointPosition:
+    case MK::JointVelocity: s.nz = s.nr = nj; break;
+    case MK::Orientation: s.nz = 4; s.nr = 3; needs_kin_ = true; break;
+    case MK::SpecificForce: s.nz = s.nr = 3; needs_kin_ = true; uses_acc_ = true; break;
+    case MK::Gyro:
+    case MK::ContactVelocity: s.nz = s.nr = 3; needs_kin_ = true; break;
+  }
+  if (s.W.rows() != s.nr || s.W.cols() != s.nr) throw std::invalid_argument("measurement W has the wrong size");
+  if (s.bias_start >= 0 && s.bias_start + 3 > npi) throw std::invalid_argument("measurement bias outside pi");
+  z_offsets.push_back(nz);
+  r_offsets.push_back(nr);
+  nz += s.nz;
+  nr += s.nr;
+  measurements.push_back(std::move(s));
+}
+
+ConstraintModels IntervalModel::constraintModels(const PinModel& m, const std::vector<int>& frames) const {
+  ConstraintModels out;
+  for (int fid : frames) {
+    const pin::Frame& f = m.frames[fid];
+    out.emplace_back(pin::CONTACT_3D, m, f.parentJoint, f.placement, 0, pin::SE3::Identity(), pin::LOCAL);
+  }
+  return out;
+}
+
+std::unique_ptr<IntervalData> IntervalModel::createData() const { return std::make_unique<IntervalData>(*this); }
+
+IntervalData::IntervalData(const IntervalModel& m)
+    : u(Vec::Zero(m.nu)), z(Vec::Zero(m.nz)), xnext(Vec::Zero(m.nx)), r(Vec::Zero(m.nr)),
+      Fx(Mat::Zero(m.ndx, m.ndx)), Fp(Mat::Zero(m.ndx, m.npi)), Rx(Mat::Zero(m.nr, m.ndx)),
+      Rp(Mat::Zero(m.nr, m.npi)), model(m.model), pdata(model), aux(model), pdata_imp(model), kin_x(model),
+      kin_acc(model), settings(m.accuracy_, m.mu_, m.max_iter_), settings_imp(m.accuracy_, m.mu_, 1) {
+  const int nv = m.nv, ndx = m.ndx, npi = m.npi;
+  cmodels = m.constraintModels(model, m.contact_frames_);
+  cmodels_imp = m.constraintModels(model, m.impulse_frames_);
+  for (auto& cm : cmodels) cdatas.emplace_back(cm);
+  for (auto& cm : cmodels_imp) cdatas_imp.emplace_back(cm);
+  if (!cmodels.empty()) pin::initConstraintDynamics(model, pdata, cmodels, cdatas);
+  if (!cmodels_imp.empty()) pin::initConstraintDynamics(model, pdata_imp, cmodels_imp, cdatas_imp);
+  tau = Vec::Zero(nv);
+  vdyn = Vec::Zero(nv);
+  a = Vec::Zero(nv);
+  lam = Vec::Zero(m.nc);
+  vnext = Vec::Zero(nv);
+  dq = Vec::Zero(nv);
+  zero_v = Vec::Zero(nv);
+  dv = Vec::Zero(nv);
+  pi_joint = Vec::Zero(10);
+  p_act = Vec::Zero(m.n_act);
+  pi = Vec::Zero(npi);
+  da_dx = Mat::Zero(nv, ndx);
+  da_dtau = Mat::Zero(nv, nv);
+  da_dpi = Mat::Zero(nv, npi);
+  dvdyn_dx = Mat::Zero(nv, ndx);
+  dvdyn_dx.rightCols(nv).setIdentity();
+  dvdyn_dpi = Mat::Zero(nv, npi);
+  dlam_dx = Mat::Zero(m.nc, ndx);
+  dlam_dpi = Mat::Zero(m.nc, npi);
+  proj = Mat::Zero(nv, nv);
+  y_imp = Mat::Zero(nv, 10);
+  minv = Mat::Zero(nv, nv);
+  a_v = Mat::Zero(nv, nv);
+  l_v = Mat::Zero(m.nc, nv);
+  y_act = Mat::Zero(m.nj, m.n_act);
+  reg = Mat::Zero(nv, 10);
+  dh_dx = Mat::Zero(m.nj > 3 ? m.nj : 3, ndx);
+  dh_dpi = Mat::Zero(3, npi);
+  v_dq = Mat::Zero(6, nv);
+  v_dv = Mat::Zero(6, nv);
+  a_dq = Mat::Zero(6, nv);
+  a_dv = Mat::Zero(6, nv);
+  a_da = Mat::Zero(6, nv);
+  jac = Mat::Zero(6, nv);
+  jq = Mat::Zero(nv, nv);
+  jv = Mat::Zero(nv, nv);
+  h = Vec::Zero(m.nj > 3 ? m.nj : 3);
+}
+
+void IntervalModel::setParameters(IntervalData& d, const Vec& pi) const {
+  d.pi = pi;
+  if (n_groups_) {
+    d.p_act = pi.segment(10, n_act);
+    d.model.armature.tail(nj) = nominal_armature_.tail(nj) + groups_ * d.p_act.tail(n_groups_);
+  }
+  if (payload_on_universe_) return;
+  d.pi_joint.noalias() = A_ * pi.head<10>();
+  d.pi_joint += nominal_pi_;
+  d.model.inertias[payload_joint_] = pin::Inertia::FromDynamicParameters(d.pi_joint);
+}
+
+void IntervalModel::forward(IntervalData& d, const Vec& x, const Vec& pi, bool diff) const {
+  setParameters(d, pi);
+  const auto q = x.head(nq);
+  const auto v = x.tail(nv);
+  if (!impulse_frames_.empty()) {
+    PIN_CALL(d.vdyn = pin::impulseDynamics(d.model, d.pdata_imp, q, v, d.cmodels_imp, d.cdatas_imp, 0.0, d.settings_imp));
+  } else {
+    d.vdyn = v;
+  }
+  d.tau.head(nb).setZero();
+  d.tau.tail(nj) = d.u;
+  if (n_groups_) {
+    const auto vj = d.vdyn.tail(nj);
+    const Vec visc = groups_ * d.p_act.head(n_groups_);
+    const Vec coul = groups_ * d.p_act.segment(n_groups_, n_groups_);
+    d.tau.tail(nj).array() -= visc.array() * vj.array() + coul.array() * (vj.array() / eps_).tanh();
+  }
+  if (!contact_frames_.empty()) {
+    PIN_CALL(d.a = pin::constraintDynamics(d.model, d.pdata, q, d.vdyn, d.tau, d.cmodels, d.cdatas, d.settings));
+    d.lam = d.pdata.lambda_c;
+  } else if (diff) {
+    PIN_CALL(pin::computeABADerivatives(d.model, d.pdata, q, d.vdyn, d.tau));
+    d.a = d.pdata.ddq;
+  } else {
+    PIN_CALL(d.a = pin::aba(d.model, d.pdata, q, d.vdyn, d.tau));
+  }
+  d.vnext = d.vdyn + dt * d.a;
+  d.dq = dt * d.vnext;
+  PIN_CALL(pin::integrate(d.model, q, d.dq, d.xnext.head(nq)));
+  d.xnext.tail(nv) = d.vnext;
+}
+
+void IntervalModel::dynamicsDiff(IntervalData& d, const Vec& x) const {
+  const auto q = x.head(nq);
+  const auto v = x.tail(nv);
+  const bool impulse = !impulse_frames_.empty(), contacts = !contact_frames_.empty();
+  d.dvdyn_dpi.setZero();
+  if (impulse) {
+    PinData& pdi = d.pdata_imp;
+    PIN_CALL(pin::computeImpulseDynamicsDerivatives(d.model, pdi, d.cmodels_imp, d.cdatas_imp, 0.0, d.settings_imp));
+    d.dvdyn_dx.leftCols(nv) = pdi.ddq_dq;
+    d.dvdyn_dx.rightCols(nv) = pdi.ddq_dv;
+    d.dvdyn_dx.rightCols(nv).diagonal().array() += 1.0;
+    d.proj = pdi.ddq_dv;
+    d.proj.diagonal().array() += 1.0;
+    d.dv = d.vdyn - v;
+    if (!payload_on_universe_ || n_groups_) {
+      PIN_CALL(pin::computeMinverse(d.model, d.aux, q));
+      d.minv = d.aux.Minv;
+      d.minv.triangularView<Eigen::StrictlyLower>() = d.minv.transpose();
+    }
+    if (!payload_on_universe_) {
+      PIN_CALL(pin::computeJointTorqueRegressor(d.model, d.aux, q, d.zero_v, d.dv));
+      d.y_imp = d.aux.jointTorqueRegressor.middleCols(reg_cols_, 10);
+      PIN_CALL(pin::computeJointTorqueRegressor(d.model, d.aux, q, d.zero_v, d.zero_v));
+      d.y_imp -= d.aux.jointTorqueRegressor.middleCols(reg_cols_, 10);
+      d.dvdyn_dpi.leftCols(10).noalias() = -d.proj * (d.minv * (d.y_imp * A_));
+    }
+    if (n_groups_) {  // rotor inertia in the impulse: columns a_j -> (v+ - v)_j
+      d.y_act.setZero();
+      d.y_act.rightCols(n_groups_) = d.dv.tail(nj).asDiagonal() * groups_;
+      d.dvdyn_dpi.middleCols(10, n_act).noalias() = -d.proj * (d.minv.rightCols(nj) * d.y_act);
+    }
+  }
+  PinData& pd = d.pdata;
+  if (contacts) {
+    PIN_CALL(pin::computeConstraintDynamicsDerivatives(d.model, pd, d.cmodels, d.cdatas, d.settings));
+    d.da_dtau = pd.ddq_dtau;
+    d.l_v = pd.dlambda_dv;
+  } else {
+    d.da_dtau = pd.Minv;
+  }
+  d.a_v = pd.ddq_dv;
+  d.da_dpi.setZero();
+  d.dlam_dpi.setZero();
+  if (!payload_on_universe_) {
+    PIN_CALL(pin::computeJointTorqueRegressor(d.model, d.aux, q, d.vdyn, d.a));
+    d.reg.noalias() = d.aux.jointTorqueRegressor.middleCols(reg_cols_, 10) * A_;
+    d.da_dpi.leftCols(10).noalias() = -d.da_dtau * d.reg;
+    if (contacts) d.dlam_dpi.leftCols(10).noalias() = -pd.dlambda_dtau * d.reg;
+  }
+  if (n_groups_) {
+    const auto vj = d.vdyn.tail(nj);
+    const Vec visc = groups_ * d.p_act.head(n_groups_);
+    const Vec coul = groups_ * d.p_act.segment(n_groups_, n_groups_);
+    const Eigen::ArrayXd th = (vj.array() / eps_).tanh();
+    const Vec dloss = (visc.array() + coul.array() * (1.0 - th * th) / eps_).matrix();
+    d.a_v.rightCols(nj) -= d.da_dtau.rightCols(nj) * dloss.asDiagonal();
+    d.y_act.leftCols(n_groups_) = vj.asDiagonal() * groups_;
+    d.y_act.middleCols(n_groups_, n_groups_) = th.matrix().asDiagonal() * groups_;
+    d.y_act.rightCols(n_groups_) = d.a.tail(nj).asDiagonal() * groups_;
+    d.da_dpi.middleCols(10, n_act).noalias() = -d.da_dtau.rightCols(nj) * d.y_act;
+    if (contacts) {
+      d.l_v.rightCols(nj) -= pd.dlambda_dtau.rightCols(nj) * dloss.asDiagonal();
+      d.dlam_dpi.middleCols(10, n_act).noalias() = -pd.dlambda_dtau.rightCols(nj) * d.y_act;
+    }
+  }
+  if (impulse) {
+    d.da_dx.noalias() = d.a_v * d.dvdyn_dx;
+    d.da_dx.leftCols(nv) += pd.ddq_dq;
+    d.da_dpi.noalias() += d.a_v * d.dvdyn_dpi;
+    if (contacts) {
+      d.dlam_dx.noalias() = d.l_v * d.dvdyn_dx;
+      d.dlam_dx.leftCols(nv) += pd.dlambda_dq;
+      d.dlam_dpi.noalias() += d.l_v * d.dvdyn_dpi;
+    }
+  } else {
+    d.da_dx.leftCols(nv) = pd.ddq_dq;
+    d.da_dx.rightCols(nv) = d.a_v;
+    if (contacts) {
+      d.dlam_dx.leftCols(nv) = pd.dlambda_dq;
+      d.dlam_dx.rightCols(nv) = d.l_v;
+    }
+  }
+  // v' = v+ + dt a ;  q' = q (+) dt v'
+  auto dvn_dx = d.Fx.bottomRows(nv);
+  auto dvn_dpi = d.Fp.bottomRows(nv);
+  dvn_dx = dt * d.da_dx + d.dvdyn_dx;
+  dvn_dpi = dt * d.da_dpi + d.dvdyn_dpi;
+  PIN_CALL(pin::dIntegrate(d.model, q, d.dq, d.jq, pin::ARG0));
+  PIN_CALL(pin::dIntegrate(d.model, q, d.dq, d.jv, pin::ARG1));
+  d.jv *= dt;
+  d.Fx.topRows(nv).noalias() = d.jv * dvn_dx;
+  d.Fx.topLeftCorner(nv, nv) += d.jq;
+  d.Fp.topRows(nv).noalias() = d.jv * dvn_dpi;
+}
+
+void IntervalModel::kinematics(IntervalData& d, const Vec& x, bool diff) const {
+  if (!needs_kin_) return;
+  const auto q = x.head(nq);
+  const auto v = x.tail(nv);
+  auto fk = [&](PinData& data, const Eigen::Ref<const Vec>& vv, const Eigen::Ref<const Vec>& aa) {
+    if (diff) PIN_CALL(pin::computeForwardKinematicsDerivatives(d.model, data, q, vv, aa));
+    else PIN_CALL(pin::forwardKinematics(d.model, data, q, vv, aa));
+    PIN_CALL(pin::updateFramePlacements(d.model, data));
+  };
+  if (!impulse_frames_.empty()) {
+    fk(d.kin_x, v, d.zero_v);
+    if (uses_acc_) fk(d.kin_acc, d.vdyn, d.a);
+  } else {
+    fk(d.kin_x, v, d.a);
+  }
+}
+
+void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
+  const bool impulse = !impulse_frames_.empty();
+  PinData& kin_acc = impulse ? d.kin_acc : d.kin_x;
+  const Eigen::Vector3d g = d.model.gravity.linear();
+  for (size_t i = 0; i < measurements.size(); ++i) {
+    const MeasurementSpec& s = measurements[i];
+    const int zo = z_offsets[i], ro = r_offsets[i], n = s.nr;
+    auto r = d.r.segment(ro, n);
+    auto Rx = d.Rx.middleRows(ro, n);
+    auto Rp = d.Rp.middleRows(ro, n);
+    auto h = d.h.head(n);
+    auto dh = d.dh_dx.topRows(n);
+    switch (s.kind) {
+      case MK::JointPosition:
+        h = x.segment(nq - nj, nj);
+        r.noalias() = s.W * (d.z.segment(zo, n) - h);
+        if (diff) { Rx.setZero(); Rx.middleCols(nv - nj, nj) = -s.W; }
+        break;
+      case MK::JointVelocity:
+        h = x.tail(nj);
+        r.noalias() = s.W * (d.z.segment(zo, n) - h);
+        if (diff) { Rx.setZero(); Rx.rightCols(nj) = -s.W; }
+        break;
+      case MK::Gyro:
+      case MK::ContactVelocity: {
+        const bool angular = s.kind == MK::Gyro;
+        const pin::Motion vel = pin::getFrameVelocity(d.model, d.kin_x, s.frame_id, pin::LOCAL);
+        h = angular ? Vec(vel.angular()) : Vec(vel.linear());
+        if (s.bias_start >= 0) h += d.pi.segment<3>(s.bias_start);
+        r.noalias() = s.W * (d.z.segment(zo, n) - h);
+        if (diff) {
+          d.v_dq.setZero();  // Pinocchio fills only the columns of the frame's supporting joints
+          d.v_dv.setZero();
+          PIN_CALL(pin::getFrameVelocityDerivatives(d.model, d.kin_x, s.frame_id, pin::LOCAL, d.v_dq, d.v_dv));
+          const int row = angular ? 3 : 0;
+          Rx.leftCols(nv).noalias() = -s.W * d.v_dq.middleRows(row, 3);
+          Rx.rightCols(nv).noalias() = -s.W * d.v_dv.middleRows(row, 3);
+          if (s.bias_start >= 0) { Rp.setZero(); Rp.middleCols(s.bias_start, 3) = -s.W; }
+        }
+        break;
+      }
+      case MK::Orientation: {
+        const auto zq = d.z.segment(zo, 4);
+        Eigen::Quaterniond quat = s.quat_wxyz ? Eigen::Quaterniond(zq[0], zq[1], zq[2], zq[3])
+                                              : Eigen::Quaterniond(zq[3], zq[0], zq[1], zq[2]);
+        quat.normalize();
+        const Mat3 err = d.kin_x.oMf[s.frame_id].rotation().transpose() * quat.toRotationMatrix();
+        const Vec3 e = pin::log3(err);
+        r.noalias() = s.W * e;
+        if (diff) {
+          d.jac.setZero();
+          PIN_CALL(pin::getFrameJacobian(d.model, d.kin_x, s.frame_id, pin::LOCAL, d.jac));
+          Mat3 jlog;
+          pin::Jlog3(err, jlog);
+          Rx.setZero();
+          Rx.leftCols(nv).noalias() = -s.W * (jlog * err.transpose() * d.jac.bottomRows(3));
+        }
+        break;
+      }
+      case MK::SpecificForce: {
+        const Mat3 rot = kin_acc.oMf[s.frame_id].rotation();
+        if (!diff) {
+          h = pin::getFrameClassicalAcceleration(d.model, kin_acc, s.frame_id, pin::LOCAL).linear() -
+              rot.transpose() * g;
+          if (s.bias_start >= 0) h += d.pi.segment<3>(s.bias_start);
+          r.noalias() = s.W * (d.z.segment(zo, n) - h);
+          break;
+        }
+        const pin::Motion vel = pin::getFrameVelocity(d.model, kin_acc, s.frame_id, pin::LOCAL);
+        Eigen::Matrix<double, 3, 6> cross;
+        cross.leftCols(3) = pin::skew(vel.angular());
+        cross.rightCols(3) = pin::skew(Vec3(-vel.linear()));
+        const Vec3 gb = rot.transpose() * g;
+        h = pin::getFrameAcceleration(d.model, kin_acc, s.frame_id, pin::LOCAL).linear() +
+            cross.leftCols(3) * vel.linear() - gb;
+        d.v_dq.setZero();  // only the supporting joints' columns are written
+        d.a_dq.setZero();
+        d.a_dv.setZero();
+        d.a_da.setZero();
+        PIN_CALL(pin::getFrameAccelerationDerivatives(d.model, kin_acc, s.frame_id, pin::LOCAL, d.v_dq, d.a_dq, d.a_dv,
+                                             d.a_da));
+        const Eigen::Matrix<double, 3, Eigen::Dynamic> df_dq =
+            d.a_dq.topRows(3) + cross * d.v_dq - pin::skew(gb) * d.a_da.bottomRows(3);
+        const Eigen::Matrix<double, 3, Eigen::Dynamic> df_dvd = d.a_dv.topRows(3) + cross * d.a_da;
+        auto dhp = d.dh_dpi;
+        dh.noalias() = d.a_da.topRows(3) * d.da_dx;
+        dh.leftCols(nv) += df_dq;
+        dhp.noalias() = d.a_da.topRows(3) * d.da_dpi;
+        if (!impulse) {
+          dh.rightCols(nv) += df_dvd;
+        } else {
+          dh.noalias() += df_dvd * d.dvdyn_dx;
+          dhp.noalias() += df_dvd * d.dvdyn_dpi;
+        }
+        if (s.bias_start >= 0) {
+          h += d.pi.segment<3>(s.bias_start);
+          dhp.middleCols(s.bias_start, 3).setIdentity();
+        }
+        r.noalias() = s.W * (d.z.segment(zo, n) - h);
+        Rx.noalias() = -s.W * dh;
+        Rp.noalias() = -s.W * dhp;
+        break;
+      }
+    }
+  }
+}
+
+void IntervalModel::calc(IntervalData& d, const Vec& x, const Vec& pi) const {
+  forward(d, x, pi, false);
+  kinematics(d, x, false);
+  measure(d, x, false);
+}
+
+void IntervalModel::calcDiff(IntervalData& d, const Vec& x, const Vec& pi) const {
+  forward(d, x, pi, true);
+  dynamicsDiff(d, x);
+  kinematics(d, x, true);
+  measure(d, x, true);
+}
+
+void IntervalModel::velocityNoiseCovariance(const IntervalData& d, const Vec& torque_std, double floor_std,
+                                            Mat& out) const {
+  const Mat aj = d.da_dtau.rightCols(nj) * (dt * torque_std).asDiagonal();
+  out.noalias() = aj * aj.transpose();
+  out.diagonal().array() += floor_std * floor_std;
+}
+
+}  // namespace mcoe

@@ -1,0 +1,100 @@
+// The multibody interval model of the estimator in C++: phase dynamics (free / rigid point contacts / landing impulse,
+// semi-implicit Euler on the free-flyer group) with the actuator model, and the knot's measurement models, with their
+// analytic Jacobians in x (tangent) and pi. Mirror of mcoe_ros.multibody.{dynamics, measurements, interval}: the
+// Python classes are the reference the tests compare against (same pi layout, same conventions).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <pinocchio/multibody.hpp>
+#include <pinocchio/algorithm/proximal.hpp>
+#include <pinocchio/constraints.hpp>
+
+#include "common.hpp"
+
+namespace mcoe {
+
+using PinModel = pinocchio::Model;
+using PinData = pinocchio::Data;
+using ConstraintModels = PINOCCHIO_STD_VECTOR_WITH_EIGEN_ALLOCATOR(pinocchio::RigidConstraintModel);
+using ConstraintDatas = PINOCCHIO_STD_VECTOR_WITH_EIGEN_ALLOCATOR(pinocchio::RigidConstraintData);
+
+struct MeasurementSpec {
+  enum class Kind { JointPosition, JointVelocity, Gyro, Orientation, SpecificForce, ContactVelocity };
+  Kind kind;
+  int frame_id = -1;
+  Mat W;               // square-root information (nr, nr)
+  int bias_start = -1; // start of a 3-entry additive bias in pi (gyro, accelerometer), -1 = none
+  bool quat_wxyz = true;
+  int nz = 0, nr = 0;
+};
+
+class IntervalData;
+
+class IntervalModel {
+ public:
+  // model: the robot (nominal payload body, nominal armature); contact/impulse: foot frame ids
+  IntervalModel(const PinModel& model, const std::vector<int>& contact_frames, const std::vector<int>& impulse_frames,
+                double dt, double mu, double accuracy, int max_iter, int payload_joint, const Mat& payload_to_joint,
+                const Vec& nominal_pi, const Mat& actuator_groups, double coulomb_eps, bool gyro_bias, bool acc_bias);
+  void addMeasurement(MeasurementSpec spec);
+
+  std::unique_ptr<IntervalData> createData() const;
+  void calc(IntervalData& d, const Vec& x, const Vec& pi) const;
+  void calcDiff(IntervalData& d, const Vec& x, const Vec& pi) const;
+  // velocity-noise covariance from white joint-torque noise (after calcDiff), see Python velocity_noise_covariance
+  void velocityNoiseCovariance(const IntervalData& d, const Vec& torque_std, double floor_std, Mat& out) const;
+
+  int nq, nv, nj, nb, nx, ndx, npi, nu, nz = 0, nr = 0, nc, ni, n_act;
+  double dt;
+  std::vector<MeasurementSpec> measurements;
+  std::vector<int> z_offsets, r_offsets;
+  PinModel model;  // nominal robot (copied into every data)
+
+ private:
+  friend class IntervalData;
+  void forward(IntervalData& d, const Vec& x, const Vec& pi, bool diff) const;
+  void dynamicsDiff(IntervalData& d, const Vec& x) const;
+  void kinematics(IntervalData& d, const Vec& x, bool diff) const;
+  void measure(IntervalData& d, const Vec& x, bool diff) const;
+  void setParameters(IntervalData& d, const Vec& pi) const;
+  ConstraintModels constraintModels(const PinModel& m, const std::vector<int>& frames) const;
+
+  std::vector<int> contact_frames_, impulse_frames_;
+  double mu_, accuracy_;
+  int max_iter_;
+  int payload_joint_;
+  bool payload_on_universe_;
+  int reg_cols_;  // first regressor column of the payload's parent joint
+  Mat A_;         // payload frame -> parent joint frame (10, 10)
+  Vec nominal_pi_;
+  Mat groups_;    // actuator: joint -> group incidence (nj, n_groups), empty without an actuator model
+  double eps_;
+  int n_groups_ = 0;
+  Vec nominal_armature_;
+  int gyro_bias_ = -1, acc_bias_ = -1;
+  bool needs_kin_ = false, uses_acc_ = false;
+};
+
+class IntervalData {
+ public:
+  explicit IntervalData(const IntervalModel& m);
+  // inputs and results (as the Python IntervalData)
+  Vec u, z, xnext, r;
+  Mat Fx, Fp, Rx, Rp;
+  // dynamics
+  PinModel model;
+  PinData pdata, aux, pdata_imp, kin_x, kin_acc;
+  ConstraintModels cmodels, cmodels_imp;
+  ConstraintDatas cdatas, cdatas_imp;
+  pinocchio::ProximalSettings settings, settings_imp;
+  Vec tau, vdyn, a, lam, vnext, dq, zero_v, dv, pi_joint, p_act, pi;
+  Mat da_dx, da_dtau, da_dpi, dvdyn_dx, dvdyn_dpi, dlam_dx, dlam_dpi, proj, y_imp, minv, a_v, l_v, y_act, reg;
+  // measurement scratch
+  Mat dh_dx, dh_dpi, v_dq, v_dv, a_dq, a_dv, a_da, jac, jq, jv;
+  Vec h;
+};
+
+}  // namespace mcoe

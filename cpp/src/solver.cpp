@@ -1,0 +1,722 @@
+#include "solver.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include <pinocchio/algorithm/joint-configuration.hpp>
+
+namespace mcoe {
+
+namespace pin = pinocchio;
+
+namespace {
+
+double elapsed(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Mat sym(const Mat& m) { return 0.5 * (m + m.transpose()); }
+
+bool allFinite(const Mat& m) { return m.allFinite(); }
+
+// Cholesky that reports failure like scipy's cho_factor (non-positive pivot) and non-finite factors
+void cholesky(Eigen::LLT<Mat>& llt, const Mat& m, const char* what) {
+  llt.compute(m);
+  if (llt.info() != Eigen::Success || !llt.matrixLLT().allFinite()) throw FactorizationError(what);
+}
+
+// Basis Y of the complement of the numerical nullspace of V (Jacobi-scaled eigen-decomposition, see Python
+// mcoe_ros.ocp.riccati.range_basis); returns the null dimension
+int rangeBasis(const Mat& v, double tol, Mat& y, Vec& lam) {
+  const int n = static_cast<int>(v.rows());
+  const Vec diag = v.diagonal();
+  const double dmax = n ? diag.maxCoeff() : 0.0;
+  std::vector<int> idx;
+  if (dmax > 0.0)
+    for (int i = 0; i < n; ++i)
+      if (diag[i] > tol * dmax) idx.push_back(i);
+  if (idx.empty()) {
+    y.resize(n, 0);
+    lam.resize(0);
+    return n;
+  }
+  const int m = static_cast<int>(idx.size());
+  Vec inv_sqrt(m);
+  Mat scaled(m, m);
+  for (int i = 0; i < m; ++i) inv_sqrt[i] = 1.0 / std::sqrt(diag[idx[i]]);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < m; ++j) scaled(i, j) = v(idx[i], idx[j]) * inv_sqrt[i] * inv_sqrt[j];
+  Eigen::SelfAdjointEigenSolver<Mat> es(sym(scaled));
+  const Vec& ev = es.eigenvalues();
+  const double cut = tol * std::max(ev[m - 1], 0.0);
+  std::vector<int> keep;
+  for (int i = 0; i < m; ++i)
+    if (ev[i] > cut) keep.push_back(i);
+  y.setZero(n, static_cast<int>(keep.size()));
+  lam.resize(static_cast<int>(keep.size()));
+  for (size_t c = 0; c < keep.size(); ++c) {
+    lam[c] = ev[keep[c]];
+    for (int i = 0; i < m; ++i) y(idx[i], c) = inv_sqrt[i] * es.eigenvectors()(i, keep[c]);
+  }
+  return n - static_cast<int>(keep.size());
+}
+
+Mat pinvSym(const Mat& m, double rcond) {
+  Eigen::SelfAdjointEigenSolver<Mat> es(sym(m));
+  const Vec& ev = es.eigenvalues();
+  const double cut = rcond * ev.cwiseAbs().maxCoeff();
+  Vec inv(ev.size());
+  for (int i = 0; i < ev.size(); ++i) inv[i] = std::abs(ev[i]) > cut ? 1.0 / ev[i] : 0.0;
+  return es.eigenvectors() * inv.asDiagonal() * es.eigenvectors().transpose();
+}
+
+}  // namespace
+
+Solver::Solver(const Parametrization& param, const Options& opts) : options(opts), param_(param) {}
+
+// ------------------------------------------------------------------------------------------------ state manifold
+void Solver::integrate(const Eigen::Ref<const Vec>& x, const Eigen::Ref<const Vec>& d, Eigen::Ref<Vec> out) const {
+  PIN_CALL(pin::integrate(state_model_->model, x.head(nq_), d.head(nv_), out.head(nq_)));
+  out.tail(nv_) = x.tail(nv_) + d.tail(nv_);
+}
+
+void Solver::difference(const Eigen::Ref<const Vec>& x0, const Eigen::Ref<const Vec>& x1, Eigen::Ref<Vec> out) const {
+  PIN_CALL(pin::difference(state_model_->model, x0.head(nq_), x1.head(nq_), out.head(nv_)));
+  out.tail(nv_) = x1.tail(nv_) - x0.tail(nv_);
+}
+
+// ------------------------------------------------------------------------------------------------ problem
+Knot Solver::makeKnot(const std::shared_ptr<const IntervalModel>& m, const Vec& noise_info, bool terminal) {
+  Knot kn;
+  kn.model = m;
+  kn.data = m->createData();
+  kn.trial = m->createData();
+  kn.terminal = terminal;
+  kn.W = terminal ? Mat(Mat::Identity(nv_, nv_)) : Mat(noise_info.asDiagonal());
+  const int nth = param_.size();
+  kn.Fth.setZero(ndx_, nth);
+  kn.Rth.setZero(m->nr, nth);
+  kn.A.setZero(ndx_, ndx_);
+  kn.C.setZero(ndx_, nth);
+  kn.gap.setZero(ndx_);
+  kn.fbar.setZero(ndx_);
+  kn.y.setZero(nx_);
+  kn.gw.setZero(ndx_);
+  kn.y_try.setZero(nx_);
+  kn.c_try.setZero(ndx_);
+  kn.next.setZero(ndx_);
+  kn.jd0.setZero(nv_, nv_);
+  kn.jd1.setZero(nv_, nv_);
+  kn.emat.setZero(nv_, nv_);
+  kn.g.setZero(nv_, nv_);
+  return kn;
+}
+
+void Solver::setProblem(const std::vector<std::shared_ptr<const IntervalModel>>& running,
+                        const std::shared_ptr<const IntervalModel>& terminal, const Prior& p, const Vec& noise_info) {
+  state_model_ = terminal;
+  nq_ = terminal->nq;
+  nv_ = terminal->nv;
+  nx_ = terminal->nx;
+  ndx_ = terminal->ndx;
+  if (terminal->npi != param_.size()) throw std::invalid_argument("interval models and parametrization disagree");
+  if (noise_info.size() != nv_) throw std::invalid_argument("noise information must have nv entries (velocities)");
+  knots_.clear();
+  for (const auto& m : running) knots_.push_back(makeKnot(m, noise_info, false));
+  knots_.push_back(makeKnot(terminal, noise_info, true));
+  prior = p;
+  prior.H = sym(prior.H);
+  allocate();
+  linearized_ = false;
+}
+
+void Solver::allocate() {
+  const int n = N() + 1, nth = param_.size();
+  Vx_.assign(n, Vec::Zero(ndx_));
+  Vth_.assign(n, Vec::Zero(nth));
+  Vxx_.assign(n, Mat::Zero(ndx_, ndx_));
+  Vxth_.assign(n, Mat::Zero(ndx_, nth));
+  Vthth_.assign(n, Mat::Zero(nth, nth));
+  k_.assign(n, Vec::Zero(nv_));
+  K_.assign(n, Mat::Zero(nv_, ndx_));
+  P_.assign(n, Mat::Zero(nv_, nth));
+  xi_.setZero(n, ndx_);
+  dx.setZero(n, ndx_);
+  dw.setZero(n - 1, nv_);
+  xs_try_.assign(n, Vec::Zero(nx_));
+  ws_try_.assign(n - 1, Vec::Zero(nv_));
+  theta_try_.setZero(nth);
+  dtheta.setZero(nth);
+  pi.setZero(nth);
+  dpi.setZero(nth, nth);
+}
+
+void Solver::setKnot(int k, const Vec& u, const Vec& z) {
+  Knot& kn = knots_.at(k);
+  if (u.size()) { kn.data->u = u; kn.trial->u = u; }
+  if (z.size()) { kn.data->z = z; kn.trial->z = z; }
+  linearized_ = false;
+}
+
+void Solver::setTorqueNoise(const Vec& torque_std, double floor_std) {
+  torque_std_ = torque_std;
+  floor_std_ = floor_std;
+}
+
+void Solver::setGuess(const std::vector<Vec>& xs_, const std::vector<Vec>& ws_, const Vec& theta_) {
+  if (static_cast<int>(xs_.size()) != N() + 1) throw std::invalid_argument("need N+1 states");
+  xs = xs_;
+  ws = ws_.empty() ? std::vector<Vec>(N(), Vec::Zero(nv_)) : ws_;
+  theta = theta_;
+  linearized_ = false;
+}
+
+// ------------------------------------------------------------------------------------------------ prior
+double Solver::priorCost(const Vec& x0, const Vec& th) const {
+  Vec e(ndx_ + th.size());
+  difference(prior.x_bar, x0, e.head(ndx_));
+  e.tail(th.size()) = th - prior.theta_bar;
+  return prior.g.dot(e) + 0.5 * e.dot(prior.H * e);
+}
+
+double Solver::priorLinearize(const Vec& x0, const Vec& th, Vec& grad, Mat& hess) const {
+  const int nth = static_cast<int>(th.size());
+  Vec e(ndx_ + nth);
+  difference(prior.x_bar, x0, e.head(ndx_));
+  e.tail(nth) = th - prior.theta_bar;
+  Mat jq = Mat::Zero(nv_, nv_);  // Pinocchio writes only the joints' diagonal blocks
+  pin::dDifference(state_model_->model, prior.x_bar.head(nq_), x0.head(nq_), jq, pin::ARG1);
+  Mat jx = Mat::Identity(ndx_, ndx_);
+  jx.topLeftCorner(nv_, nv_) = jq;
+  grad = prior.g + prior.H * e;
+  hess = prior.H;
+  hess.topRows(ndx_) = (jx.transpose() * hess.topRows(ndx_)).eval();
+  hess.leftCols(ndx_) = (hess.leftCols(ndx_) * jx).eval();
+  grad.head(ndx_) = (jx.transpose() * grad.head(ndx_)).eval();
+  return prior.g.dot(e) + 0.5 * e.dot(prior.H * e);
+}
+
+// ------------------------------------------------------------------------------------------------ linearisation
+void Solver::linearizeKnot(int k) {
+  Knot& kn = knots_[k];
+  IntervalData& d = *kn.data;
+  kn.model->calcDiff(d, xs[k], pi);
+  kn.Rth.noalias() = d.Rp * dpi;
+  kn.cost = 0.5 * d.r.squaredNorm();
+  if (kn.terminal) return;
+  kn.Fth.noalias() = d.Fp * dpi;
+  const Vec& w = ws[k];
+  kn.cost += 0.5 * w.dot(kn.W * w);
+  kn.gw.tail(nv_) = w;  // G w: the noise has no q part (head stays 0)
+  integrate(d.xnext, kn.gw, kn.y);
+  difference(xs[k + 1], kn.y, kn.gap);
+  PIN_CALL(pin::dDifference(state_model_->model, xs[k + 1].head(nq_), kn.y.head(nq_), kn.jd0, pin::ARG0));
+  PIN_CALL(pin::dDifference(state_model_->model, xs[k + 1].head(nq_), kn.y.head(nq_), kn.jd1, pin::ARG1));
+  kn.emat.noalias() = -kn.jd0.inverse();
+  kn.g.noalias() = kn.emat * kn.jd1;  // times dIntegrate(f, G w)_q = 1 (the noise has no q part)
+  kn.A.bottomRows(nv_) = d.Fx.bottomRows(nv_);
+  kn.A.topRows(nv_).noalias() = kn.g * d.Fx.topRows(nv_);
+  kn.C.bottomRows(nv_) = kn.Fth.bottomRows(nv_);
+  kn.C.topRows(nv_).noalias() = kn.g * kn.Fth.topRows(nv_);
+  kn.fbar.tail(nv_) = kn.gap.tail(nv_);
+  kn.fbar.head(nv_).noalias() = kn.emat * kn.gap.head(nv_);
+}
+
+double Solver::calcDiff() {
+  param_.pi(theta, pi);
+  param_.jacobian(theta, dpi);
+  double cost = priorCost(xs[0], theta);
+  const int n = N() + 1;
+  std::vector<std::string> errors(n);
+#pragma omp parallel for schedule(static) num_threads(options.threads)
+  for (int k = 0; k < n; ++k) {
+    try {
+      linearizeKnot(k);
+    } catch (const std::exception& e) {
+      errors[k] = e.what();
+    }
+  }
+  for (int k = 0; k < n; ++k) {
+    if (!errors[k].empty()) throw std::runtime_error("knot " + std::to_string(k) + ": " + errors[k]);
+    cost += knots_[k].cost;
+  }
+  linearized_ = true;
+  return cost;
+}
+
+void Solver::refreshNoise(double& cost) {
+  if (torque_std_.size() == 0) return;
+  Mat cov;
+  for (int k = 0; k < N(); ++k) {
+    Knot& kn = knots_[k];
+    const Vec& w = ws[k];
+    const double before = w.dot(kn.W * w);
+    kn.model->velocityNoiseCovariance(*kn.data, torque_std_, floor_std_, cov);
+    kn.W = cov.inverse();
+    const double after = w.dot(kn.W * w);
+    cost += 0.5 * (after - before);
+    kn.cost += 0.5 * (after - before);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------ Riccati
+void Solver::backwardPass(double reg) {
+  const int n = N(), nth = param_.size(), nv = nv_;
+  {
+    const Knot& t = knots_[n];
+    const IntervalData& d = *t.data;
+    Vx_[n].noalias() = d.Rx.transpose() * d.r;
+    Vth_[n].noalias() = t.Rth.transpose() * d.r;
+    Vxx_[n].noalias() = d.Rx.transpose() * d.Rx;
+    Vxth_[n].noalias() = d.Rx.transpose() * t.Rth;
+    Vthth_[n].noalias() = t.Rth.transpose() * t.Rth;
+  }
+  Vec vxp(ndx_), vthp(nth), qx(ndx_), qw(nv), qth(nth);
+  Mat va(ndx_, ndx_), vc(ndx_, nth), qxx(ndx_, ndx_), qxw(ndx_, nv), qww(nv, nv), qxth(ndx_, nth),
+      qwth(nv, nth), cv(nth, nth), qthth(nth, nth), rhs(nv, 1 + ndx_ + nth), sol(nv, 1 + ndx_ + nth);
+  Eigen::LLT<Mat> llt(nv);
+  for (int k = n - 1; k >= 0; --k) {
+    const Knot& kn = knots_[k];
+    const IntervalData& d = *kn.data;
+    const Mat& vxx = Vxx_[k + 1];
+    const Mat& vxth = Vxth_[k + 1];
+    vxp = Vx_[k + 1];
+    vxp.noalias() += vxx * kn.fbar;
+    vthp = Vth_[k + 1];
+    vthp.noalias() += vxth.transpose() * kn.fbar;
+    va.noalias() = vxx * kn.A;
+    vc = vxth;
+    vc.noalias() += vxx * kn.C;
+    qx.noalias() = d.Rx.transpose() * d.r;
+    qx.noalias() += kn.A.transpose() * vxp;
+    qw.noalias() = kn.W * ws[k];
+    qw += vxp.tail(nv);
+    qth.noalias() = kn.Rth.transpose() * d.r;
+    qth += vthp;
+    qth.noalias() += kn.C.transpose() * vxp;
+    qxx.noalias() = d.Rx.transpose() * d.Rx;
+    qxx.noalias() += kn.A.transpose() * va;
+    qxw.noalias() = kn.A.transpose() * vxx.rightCols(nv);
+    qww = kn.W + vxx.bottomRightCorner(nv, nv);
+    qxth.noalias() = d.Rx.transpose() * kn.Rth;
+    qxth.noalias() += kn.A.transpose() * vc;
+    qwth = vc.bottomRows(nv);
+    cv.noalias() = kn.C.transpose() * vxth;
+    qthth.noalias() = kn.Rth.transpose() * kn.Rth;
+    qthth += Vthth_[k + 1] + cv + cv.transpose();
+    qthth.noalias() += kn.C.transpose() * (vxx * kn.C);
+    if (reg > 0.0) qww.diagonal().array() += reg;
+    cholesky(llt, qww, "Q_ww not positive definite");
+    rhs.col(0) = qw;
+    rhs.middleCols(1, ndx_) = qxw.transpose();
+    rhs.rightCols(nth) = qwth;
+    sol = llt.solve(rhs);
+    if (!sol.allFinite()) throw FactorizationError("non-finite policy");
+    k_[k] = sol.col(0);
+    K_[k] = sol.middleCols(1, ndx_);
+    P_[k] = sol.rightCols(nth);
+    Vx_[k] = qx;
+    Vx_[k].noalias() -= qxw * k_[k];
+    Vth_[k] = qth;
+    Vth_[k].noalias() -= qwth.transpose() * k_[k];
+    qxx.noalias() -= qxw * K_[k];
+    Vxx_[k] = sym(qxx);
+    Vxth_[k] = qxth;
+    Vxth_[k].noalias() -= qxw * P_[k];
+    qthth.noalias() -= qwth.transpose() * P_[k];
+    Vthth_[k] = sym(qthth);
+  }
+}
+
+void Solver::arrival(double reg, std::string& method) {
+  const int nth = param_.size(), n = ndx_ + nth;
+  priorLinearize(xs[0], theta, prior_grad_, prior_hess_);
+  arrival_grad_ = prior_grad_;
+  arrival_hess_ = prior_hess_;
+  arrival_grad_.head(ndx_) += Vx_[0];
+  arrival_grad_.tail(nth) += Vth_[0];
+  arrival_hess_.topLeftCorner(ndx_, ndx_) += Vxx_[0];
+  arrival_hess_.topRightCorner(ndx_, nth) += Vxth_[0];
+  arrival_hess_.bottomLeftCorner(nth, ndx_) += Vxth_[0].transpose();
+  arrival_hess_.bottomRightCorner(nth, nth) += Vthth_[0];
+  arrival_hess_ = sym(arrival_hess_);
+  const Mat vxx = arrival_hess_.topLeftCorner(ndx_, ndx_);
+  const Mat vxth = arrival_hess_.topRightCorner(ndx_, nth);
+  const Mat vthth = arrival_hess_.bottomRightCorner(nth, nth);
+  const Vec vx = arrival_grad_.head(ndx_), vth = arrival_grad_.tail(nth);
+  bool null = options.arrival == "nullspace";
+  Mat y;
+  Vec lam;
+  int null_dim = 0;
+  if (options.arrival == "auto" || null) {
+    null_dim = rangeBasis(vthth, options.rank_tol, y, lam);
+    if (options.arrival == "auto") null = null_dim > 0;
+  }
+  Eigen::LLT<Mat> llt;
+  Vec vx0;
+  Mat vxx0;
+  if (null) {
+    const Vec inv_lam = (lam.array() + reg).inverse().matrix();
+    const Vec k_y = inv_lam.asDiagonal() * (y.transpose() * vth);
+    const Mat kk_y = inv_lam.asDiagonal() * (y.transpose() * vxth.transpose());
+    vx0 = vx - vxth * (y * k_y);
+    vxx0 = vxx - vxth * (y * kk_y);
+    cholesky(llt, Mat(sym(vxx0) + reg * Mat::Identity(ndx_, ndx_)), "arrival Schur complement (nullspace)");
+    dx0_ = -llt.solve(vx0);
+    dtheta = -(y * (k_y + kk_y * dx0_));
+    method = "nullspace";
+  } else {
+    Eigen::LLT<Mat> llt_t;
+    Mat rhs(nth, 1 + ndx_);
+    rhs.col(0) = vth;
+    rhs.rightCols(ndx_) = vxth.transpose();
+    cholesky(llt_t, Mat(vthth + reg * Mat::Identity(nth, nth)), "V_thth not positive definite");
+    const Mat s = llt_t.solve(rhs);
+    const Vec k_t = s.col(0);
+    const Mat kk_t = s.rightCols(ndx_);
+    vx0 = vx - vxth * k_t;
+    vxx0 = vxx - vxth * kk_t;
+    cholesky(llt, Mat(sym(vxx0) + reg * Mat::Identity(ndx_, ndx_)), "arrival Schur complement");
+    dx0_ = -llt.solve(vx0);
+    dtheta = -(k_t + kk_t * dx0_);
+    method = "schur";
+  }
+  if (!dx0_.allFinite() || !dtheta.allFinite()) throw FactorizationError("non-finite arrival step");
+  (void)n;
+}
+
+void Solver::computeDirection(double reg, double& d1, double& d2, std::string& method) {
+  backwardPass(reg);
+  arrival(reg, method);
+  const int nth = param_.size();
+  Vec e(ndx_ + nth);
+  e.head(ndx_) = dx0_;
+  e.tail(nth) = dtheta;
+  d1 = prior_grad_.dot(e);
+  d2 = e.dot(prior_hess_ * e);
+  dx.row(0) = dx0_.transpose();
+  Vec v, dxk(ndx_), dwk(nv_), wdw(nv_);
+  for (int k = 0; k <= N(); ++k) {
+    const Knot& kn = knots_[k];
+    const IntervalData& d = *kn.data;
+    dxk = dx.row(k).transpose();
+    v = d.Rx * dxk + kn.Rth * dtheta;
+    d1 += d.r.dot(v);
+    d2 += v.squaredNorm();
+    if (kn.terminal) break;
+    dwk = -(k_[k] + K_[k] * dxk + P_[k] * dtheta);
+    dw.row(k) = dwk.transpose();
+    wdw.noalias() = kn.W * dwk;
+    d1 += ws[k].dot(wdw);
+    d2 += dwk.dot(wdw);
+    Knot& kw = knots_[k];
+    kw.next = kn.fbar;
+    kw.next.noalias() += kn.A * dxk;
+    kw.next.noalias() += kn.C * dtheta;
+    kw.next.tail(nv_) += dwk;
+    dx.row(k + 1) = kw.next.transpose();
+    xi_.row(k + 1) = (Vx_[k + 1] + Vxx_[k + 1] * kw.next + Vxth_[k + 1] * dtheta).transpose();
+  }
+}
+
+double Solver::tryStep(double alpha, double& gap_l1) {
+  const int n = N() + 1;
+  theta_try_ = theta + alpha * dtheta;
+  param_.pi(theta_try_, pi_try_);
+  for (int k = 0; k < n; ++k) integrate(xs[k], alpha * dx.row(k).transpose(), xs_try_[k]);
+  double cost = priorCost(xs_try_[0], theta_try_);
+  std::vector<std::string> errors(n);
+#pragma omp parallel for schedule(static) num_threads(options.threads)
+  for (int k = 0; k < n; ++k) {
+    try {
+      Knot& kn = knots_[k];
+      IntervalData& t = *kn.trial;
+      kn.model->calc(t, xs_try_[k], pi_try_);
+      kn.trial_cost = 0.5 * t.r.squaredNorm();
+      kn.trial_gap = 0.0;
+      if (!kn.terminal) {
+        ws_try_[k] = ws[k] + alpha * dw.row(k).transpose();
+        kn.trial_cost += 0.5 * ws_try_[k].dot(kn.W * ws_try_[k]);
+        kn.gw.tail(nv_) = ws_try_[k];
+        integrate(t.xnext, kn.gw, kn.y_try);
+        difference(xs_try_[k + 1], kn.y_try, kn.c_try);
+        kn.trial_gap = kn.c_try.cwiseAbs().sum();
+      }
+    } catch (const std::exception& e) {
+      errors[k] = e.what();
+    }
+  }
+  gap_l1 = 0.0;
+  for (int k = 0; k < n; ++k) {
+    if (!errors[k].empty()) return std::numeric_limits<double>::infinity();
+    cost += knots_[k].trial_cost;
+    gap_l1 += knots_[k].trial_gap;
+  }
+  return cost;
+}
+
+Result Solver::solve(int max_iter) {
+  const Options& o = options;
+  if (static_cast<int>(xs.size()) != N() + 1) throw std::invalid_argument("no initial guess: set xs");
+  const auto t0 = std::chrono::steady_clock::now();
+  double reg = o.reg_init, nu = o.nu_init;
+  std::deque<std::pair<double, double>> hist;
+  const size_t memory = std::max(1, o.nonmonotone_memory);
+  Result res;
+  res.status = "max_iter";
+  bool recalc = true;
+  double cost = std::numeric_limits<double>::infinity(), gap_l1 = cost, gap_inf = cost;
+  int it = 0;
+  for (it = 0; it <= max_iter; ++it) {
+    if (recalc) {
+      cost = calcDiff();
+      if (it == 0 && o.refresh_noise) refreshNoise(cost);
+      gap_l1 = 0.0;
+      gap_inf = 0.0;
+      for (int k = 0; k < N(); ++k) {
+        gap_l1 += knots_[k].gap.cwiseAbs().sum();
+        gap_inf = std::max(gap_inf, knots_[k].gap.cwiseAbs().maxCoeff());
+      }
+      if (hist.empty()) hist.emplace_back(cost, gap_l1);
+    }
+    if (stop_requested_.load()) {  // the estimate is linearised (covariances), no further step
+      res.status = "stopped";
+      break;
+    }
+    double d1 = 0.0, d2 = 0.0;
+    std::string method;
+    try {
+      computeDirection(reg, d1, d2, method);
+    } catch (const FactorizationError&) {
+      reg = std::max(reg * o.reg_factor, o.reg_base);
+      res.log.push_back({it, cost, cost + nu * gap_l1, gap_l1, 0.0, reg, std::nan(""), elapsed(t0), "failed"});
+      recalc = false;
+      if (reg > o.reg_max) {
+        res.status = "regularisation above reg_max";
+        break;
+      }
+      continue;
+    }
+    const double stop = -(d1 + 0.5 * d2);
+    if (gap_inf <= o.tol_gap && stop <= o.tol_stop) {
+      res.converged = true;
+      res.status = "converged";
+      break;
+    }
+    if (it == max_iter) break;
+    if (o.max_time >= 0.0 && elapsed(t0) > o.max_time) {
+      res.status = "max_time";
+      break;
+    }
+    if (stop_requested_.load()) {
+      res.status = "stopped";
+      break;
+    }
+    const double xi_max = N() ? xi_.bottomRows(N()).cwiseAbs().maxCoeff() : 0.0;
+    nu = std::max(nu, 1.1 * xi_max);
+    const double merit = cost + nu * gap_l1;
+    double ref = -std::numeric_limits<double>::infinity();
+    for (const auto& h : hist) ref = std::max(ref, h.first + nu * h.second);
+    double alpha = 1.0, c_try = 0.0, g_try = 0.0;
+    bool accepted = false;
+    while (alpha >= o.alpha_min) {
+      c_try = tryStep(alpha, g_try);
+      const double m_try = c_try + nu * g_try;
+      const double dm = alpha * (d1 - nu * gap_l1) + 0.5 * alpha * alpha * d2;
+      if (std::isfinite(m_try) && m_try - ref <= o.armijo * std::min(dm, 0.0)) {
+        accepted = true;
+        break;
+      }
+      alpha *= 0.5;
+    }
+    res.log.push_back({it, cost, merit, gap_l1, accepted ? alpha : 0.0, reg, stop, elapsed(t0), method});
+    if (accepted) {
+      std::swap(xs, xs_try_);
+      std::swap(ws, ws_try_);
+      theta = theta_try_;
+      hist.emplace_back(c_try, g_try);
+      if (hist.size() > memory) hist.pop_front();
+      recalc = true;
+      linearized_ = false;
+      if (alpha >= 0.5) {
+        reg = reg / o.reg_factor;
+        if (reg < o.reg_base) reg = o.reg_min;
+      } else if (alpha <= 0.01) {
+        reg = std::max(reg * o.reg_factor, o.reg_base);
+      }
+    } else {
+      recalc = false;
+      reg = std::max(reg * o.reg_factor, o.reg_base);
+      if (reg > o.reg_max) {
+        res.status = "regularisation above reg_max";
+        break;
+      }
+    }
+  }
+  res.iterations = it;
+  res.cost = cost;
+  res.gap = gap_inf;
+  res.arrival_hessian = arrival_hess_;
+  param_.pi(theta, pi);
+  return res;
+}
+
+// ------------------------------------------------------------------------------------------------ receding horizon
+void Solver::marginalizeKnot(const Knot& kn, const Vec& w, Mat& h, Vec& g) const {
+  // noise on the velocities S = [nv, 2 nv); the position rows Q = [0, nv) of the transition are constraints
+  const int nv = nv_, nth = param_.size(), ns = nv, m = ns + nth + ndx_;
+  const Mat& A = kn.A;
+  const Mat& C = kn.C;
+  const Vec& fbar = kn.fbar;
+  const Mat ainv = A.topLeftCorner(nv, nv).inverse();
+  Mat T = Mat::Zero(ndx_, m);
+  Vec t0 = Vec::Zero(ndx_);
+  T.bottomLeftCorner(ns, ns).setIdentity();
+  T.topLeftCorner(nv, ns) = -ainv * A.topRightCorner(nv, nv);
+  T.block(0, ns, nv, nth) = -ainv * C.topRows(nv);
+  T.block(0, ns + nth, nv, nv) = ainv;  // picks dx'_Q
+  t0.head(nv) = -ainv * fbar.head(nv);
+  Mat Z = Mat::Zero(ndx_ + nth, m);
+  Z.topRows(ndx_) = T;
+  Z.block(ndx_, ns, nth, nth).setIdentity();
+  Vec z0 = Vec::Zero(ndx_ + nth);
+  z0.head(ndx_) = t0;
+  Mat mw = -(A.bottomRows(nv) * T);
+  mw.middleCols(ns, nth) -= C.bottomRows(nv);
+  mw.middleCols(ns + nth + nv, nv).diagonal().array() += 1.0;
+  const Vec m0 = -fbar.tail(nv) - A.bottomRows(nv) * t0;
+  const Mat wm = kn.W * mw;
+  const Mat hy = Z.transpose() * h * Z + mw.transpose() * wm;
+  const Vec gy = Z.transpose() * (g + h * z0) + wm.transpose() * (w + m0);
+  const Mat huu = hy.topLeftCorner(ns, ns);
+  const Mat hur = hy.topRightCorner(ns, m - ns);
+  const Mat hrr = hy.bottomRightCorner(m - ns, m - ns);
+  Mat rhs(ns, 1 + m - ns);
+  rhs.col(0) = gy.head(ns);
+  rhs.rightCols(m - ns) = hur;
+  const Mat s = huu.partialPivLu().solve(rhs);
+  const Mat hr = hrr - hur.transpose() * s.rightCols(m - ns);
+  const Vec gr = gy.tail(m - ns) - hur.transpose() * s.col(0);
+  // reorder (dtheta, dx') -> (dx', dtheta)
+  h.resize(ndx_ + nth, ndx_ + nth);
+  g.resize(ndx_ + nth);
+  h.topLeftCorner(ndx_, ndx_) = hr.bottomRightCorner(ndx_, ndx_);
+  h.topRightCorner(ndx_, nth) = hr.bottomLeftCorner(ndx_, nth);
+  h.bottomLeftCorner(nth, ndx_) = hr.topRightCorner(nth, ndx_);
+  h.bottomRightCorner(nth, nth) = hr.topLeftCorner(nth, nth);
+  g.head(ndx_) = gr.tail(ndx_);
+  g.tail(nth) = gr.head(nth);
+}
+
+Prior Solver::marginalPrior(int k, bool relinearize) {
+  if (relinearize) {
+    param_.pi(theta, pi);
+    param_.jacobian(theta, dpi);
+  }
+  Vec g;
+  Mat h;
+  priorLinearize(xs[0], theta, g, h);
+  const int nth = param_.size();
+  Mat jr;
+  for (int j = 0; j < k; ++j) {
+    if (relinearize) linearizeKnot(j);
+    const Knot& kn = knots_[j];
+    jr.resize(kn.data->r.size(), ndx_ + nth);
+    jr.leftCols(ndx_) = kn.data->Rx;
+    jr.rightCols(nth) = kn.Rth;
+    h.noalias() += jr.transpose() * jr;
+    g.noalias() += jr.transpose() * kn.data->r;
+    marginalizeKnot(kn, ws[j], h, g);
+  }
+  return Prior{xs[k], theta, sym(h), g};
+}
+
+Mat Solver::terminalCovariance() {
+  const int n = N(), nth = param_.size();
+  const Prior p = marginalPrior(n, false);
+  // the prior's linearisation at its own mean is its Hessian (d(x ⊖ x)/dx = 1)
+  Mat hess = p.H;
+  const Knot& kn = knots_[n];
+  Mat jr(kn.data->r.size(), ndx_ + nth);
+  jr.leftCols(ndx_) = kn.data->Rx;
+  jr.rightCols(nth) = kn.Rth;
+  hess.noalias() += jr.transpose() * jr;
+  return pinvSym(hess, 1e-12);
+}
+
+double Solver::pinocchioFloor() {
+  const int threads = options.threads;
+  options.threads = 1;
+  pinTiming() = true;
+  pinTime() = 0.0;
+  try {
+    calcDiff();
+    double gap = 0.0;
+    tryStep(1.0, gap);
+  } catch (...) {
+    pinTiming() = false;
+    options.threads = threads;
+    throw;
+  }
+  pinTiming() = false;
+  options.threads = threads;
+  return pinTime();
+}
+
+void Solver::rolloutGuess(int start) {
+  param_.pi(theta, pi_try_);
+  Vec gw = Vec::Zero(ndx_);
+  for (int k = start; k < N(); ++k) {
+    Knot& kn = knots_[k];
+    kn.model->calc(*kn.trial, xs[k], pi_try_);
+    gw.tail(nv_) = ws[k];
+    integrate(kn.trial->xnext, gw, xs[k + 1]);
+  }
+}
+
+void Solver::shift(int k, const std::vector<std::shared_ptr<const IntervalModel>>& running,
+                   const std::shared_ptr<const IntervalModel>& terminal, const std::vector<Vec>& us,
+                   const std::vector<Vec>& zs, const Vec& u_terminal, const Vec& z_terminal, const Vec& noise_info) {
+  const int n_old = N();
+  if (static_cast<int>(running.size()) != k || k <= 0 || k > n_old)
+    throw std::invalid_argument("shift needs 0 < k <= N and k new models");
+  // marginal prior from the solve's linearisation when it is the current one (no dynamics evaluation)
+  Prior p = marginalPrior(k, !linearized_);
+  // recycle the dropped knots whose model matches
+  std::vector<Knot> pool;
+  for (int j = 0; j < k; ++j) pool.push_back(std::move(knots_[j]));
+  pool.push_back(std::move(knots_[n_old]));
+  std::vector<Knot> kept;
+  for (int j = k; j < n_old; ++j) kept.push_back(std::move(knots_[j]));
+  auto take = [&](const std::shared_ptr<const IntervalModel>& m, bool terminal_) {
+    for (size_t i = 0; i < pool.size(); ++i) {
+      if (pool[i].model == m) {
+        Knot kn = std::move(pool[i]);
+        pool.erase(pool.begin() + static_cast<long>(i));
+        kn.terminal = terminal_;
+        kn.W = terminal_ ? Mat(Mat::Identity(nv_, nv_)) : Mat(noise_info.asDiagonal());
+        return kn;
+      }
+    }
+    return makeKnot(m, noise_info, terminal_);
+  };
+  knots_ = std::move(kept);
+  for (int j = 0; j < k; ++j) knots_.push_back(take(running[j], false));
+  knots_.push_back(take(terminal, true));
+  prior = p;
+  for (int j = 0; j < k; ++j) setKnot(n_old - k + j, us[j], zs[j]);
+  setKnot(N(), u_terminal, z_terminal);
+  std::vector<Vec> xs_new(xs.begin() + k, xs.end());
+  for (int j = 0; j < k; ++j) xs_new.push_back(xs.back());
+  std::vector<Vec> ws_new(ws.begin() + k, ws.end());
+  for (int j = 0; j < k; ++j) ws_new.push_back(Vec::Zero(nv_));
+  xs = std::move(xs_new);
+  ws = std::move(ws_new);
+  rolloutGuess(n_old - k);
+  if (static_cast<int>(Vx_.size()) != N() + 1) allocate();
+  linearized_ = false;
+}
+
+}  // namespace mcoe

@@ -1,0 +1,153 @@
+// Multiple-shooting optimal-estimation problem and solver in C++ (mirror of mcoe_ros.ocp.{problem, riccati,
+// solver} for the estimator's model: a multibody state, process noise on the velocities (B = G exactly), the
+// multiple-shooting rollout). Knots 0..N; the solver owns its workspace; every allocation happens when the problem
+// is (re)sized, none per iteration. Linearisations and line-search trials run in parallel over the knots.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "interval.hpp"
+#include "parametrization.hpp"
+
+namespace mcoe {
+
+struct Prior {
+  Vec x_bar, theta_bar;  // (nx,), (ntheta,)
+  Mat H;                 // (ndx + ntheta)^2, symmetric
+  Vec g;                 // (ndx + ntheta,)
+};
+
+struct Options {
+  std::string arrival = "auto";  // auto | schur | nullspace
+  double rank_tol = 1e-9;
+  int max_iter = 100;
+  double max_time = -1.0;  // s, < 0 = none
+  double tol_stop = 1e-12;
+  double tol_gap = 1e-9;
+  double reg_init = 0.0, reg_min = 0.0, reg_base = 1e-9, reg_max = 1e12, reg_factor = 10.0;
+  double alpha_min = 1.0 / 1024.0;
+  double armijo = 1e-4;
+  int nonmonotone_memory = 2;
+  double nu_init = 1.0;
+  bool refresh_noise = true;
+  int threads = 1;
+};
+
+struct IterationLog {
+  int iteration;
+  double cost, merit, gap, step, reg, stop, time;
+  std::string arrival;
+};
+
+struct Result {
+  bool converged = false;
+  int iterations = 0;
+  double cost = 0.0, gap = 0.0;
+  std::string status;
+  std::vector<IterationLog> log;
+  Mat arrival_hessian;  // empty if no direction was computed
+};
+
+struct Knot {
+  std::shared_ptr<const IntervalModel> model;
+  std::unique_ptr<IntervalData> data, trial;
+  Mat W;                       // process-noise information (nv, nv)
+  Mat Fth, Rth, A, C;          // linearisation
+  Vec gap, fbar, y;
+  // preallocated scratch (no allocation per knot per iteration)
+  Vec gw, y_try, c_try, next;
+  Mat jd0, jd1, emat, g;
+  bool terminal = false;
+  double cost = 0.0;           // measurement + noise cost of the last evaluation
+  double trial_cost = 0.0, trial_gap = 0.0;
+};
+
+class FactorizationError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Solver {
+ public:
+  Solver(const Parametrization& param, const Options& options);
+
+  // ---- problem
+  void setProblem(const std::vector<std::shared_ptr<const IntervalModel>>& running,
+                  const std::shared_ptr<const IntervalModel>& terminal, const Prior& prior, const Vec& noise_info);
+  void setKnot(int k, const Vec& u, const Vec& z);  // empty vectors leave the value
+  void setTorqueNoise(const Vec& torque_std, double floor_std);  // state-dependent velocity noise (empty = off)
+  void setGuess(const std::vector<Vec>& xs, const std::vector<Vec>& ws, const Vec& theta);
+  int N() const { return static_cast<int>(knots_.size()) - 1; }
+  int ndx() const { return ndx_; }
+  int nw() const { return nv_; }
+  int ntheta() const { return param_.size(); }
+  Prior prior;
+  Options options;
+
+  // ---- solver
+  Result solve(int max_iter);
+  // thread-safe stop request: solve() stops before its next line search (status "stopped", the returned point is
+  // the last linearised one); the request stays set until clearStop()
+  void requestStop() { stop_requested_.store(true); }
+  void clearStop() { stop_requested_.store(false); }
+  bool stopRequested() const { return stop_requested_.load(); }
+  double calcDiff();                      // linearise at the current estimate; returns the total cost
+  void computeDirection(double reg, double& d1, double& d2, std::string& method);
+  double tryStep(double alpha, double& gap_l1);
+  void shift(int k, const std::vector<std::shared_ptr<const IntervalModel>>& running,
+             const std::shared_ptr<const IntervalModel>& terminal, const std::vector<Vec>& us,
+             const std::vector<Vec>& zs, const Vec& u_terminal, const Vec& z_terminal, const Vec& noise_info);
+  Prior marginalPrior(int k, bool relinearize);
+  Mat terminalCovariance();
+  // seconds spent in the Pinocchio calls alone of one iteration at the current estimate (every knot's
+  // linearisation + one line-search trial), summed over the knots on one thread: the floor of an iteration
+  double pinocchioFloor();  // (ndx + ntheta)^2 over (dx_N, dtheta), pseudo-inverse of the GN information
+
+  // ---- state and results
+  std::vector<Vec> xs, ws;
+  Vec theta, dtheta, pi;
+  Mat dpi;
+  Mat dx, dw;  // (N+1, ndx), (N, nw)
+  const Knot& knot(int k) const { return knots_[k]; }
+  Knot& knot(int k) { return knots_[k]; }
+
+ private:
+  void allocate();
+  void linearizeKnot(int k);
+  void backwardPass(double reg);
+  void arrival(double reg, std::string& method);
+  double priorLinearize(const Vec& x0, const Vec& th, Vec& grad, Mat& hess) const;
+  double priorCost(const Vec& x0, const Vec& th) const;
+  void rolloutGuess(int start);
+  void refreshNoise(double& cost);
+  Knot makeKnot(const std::shared_ptr<const IntervalModel>& m, const Vec& noise_info, bool terminal);
+  void marginalizeKnot(const Knot& knot, const Vec& w, Mat& h, Vec& g) const;
+  // state manifold (free flyer + joints) of the first model
+  void integrate(const Eigen::Ref<const Vec>& x, const Eigen::Ref<const Vec>& dx, Eigen::Ref<Vec> out) const;
+  void difference(const Eigen::Ref<const Vec>& x0, const Eigen::Ref<const Vec>& x1, Eigen::Ref<Vec> out) const;
+
+  Parametrization param_;
+  std::vector<Knot> knots_;
+  std::shared_ptr<const IntervalModel> state_model_;
+  int nq_ = 0, nv_ = 0, ndx_ = 0, nx_ = 0;
+  Vec torque_std_;
+  double floor_std_ = 0.0;
+  // Riccati workspace
+  std::vector<Vec> Vx_, Vth_, k_;
+  std::vector<Mat> Vxx_, Vxth_, Vthth_, K_, P_;
+  Mat xi_;
+  std::vector<Vec> xs_try_, ws_try_;
+  Vec theta_try_, pi_try_;
+  Vec dx0_;
+  Mat arrival_hess_;
+  Vec arrival_grad_, prior_grad_;
+  Mat prior_hess_;
+  bool linearized_ = false;  // the knots hold the linearisation of (xs, ws, theta)
+  std::atomic<bool> stop_requested_{false};
+};
+
+}  // namespace mcoe

@@ -1,0 +1,310 @@
+"""The compiled hot path (mcoe_ros._mcoe) against the Python reference on identical problems: interval models of every
+phase kind (xnext, r and every Jacobian), the parametrizations, one solver step, a converged solve, the receding
+horizon shift with its marginal prior, the terminal covariance and the stop request."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mcoe_ros.multibody import compiled
+from mcoe_ros.multibody.actuator import ActuatorModel, ParameterLayout
+from mcoe_ros.multibody.inertia import ExpEigenvalue, LogCholesky, OffsetParametrization, PlainPi
+from mcoe_ros.multibody.interval import IntervalModelCache, MultibodyIntervalModel
+from mcoe_ros.multibody.measurements import (
+    ImuAngularVelocity,
+    ImuOrientation,
+    ImuSpecificForce,
+    JointPosition,
+    JointVelocity,
+)
+from mcoe_ros.multibody.robot import RobotModel
+from mcoe_ros.ocp.problem import (
+    EuclideanParameters,
+    PositiveParameters,
+    StackedParametrization,
+)
+from mcoe_ros.ocp.solver import MCOESolver, SolverOptions
+from mcoe_ros.testing.go1 import go1_velocity_window, go1_window, payload_pi, perturbed, standing_state
+
+pytestmark = pytest.mark.skipif(not compiled.available(), reason=f"extension not built: {compiled.IMPORT_ERROR}")
+
+TOL = 1e-9
+#: measured on the sample bag (27 estimates, 1.5 s): relative differences <= 8e-10 (position), 1.4e-8 (theta),
+#: 2.3e-7 (payload covariance): the solves agree to ~1e-9 per step and drift slightly over warm-started ticks
+REPLAY_TOL = 1e-6
+
+
+def _close(a, b, tol=TOL) -> float:
+    """Max abs difference relative to max(1, max |b|); asserts it is <= tol."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    assert a.shape == b.shape, (a.shape, b.shape)
+    err = float(np.abs(a - b).max() / max(1.0, float(np.abs(b).max()))) if b.size else 0.0
+    assert err <= tol, err
+    return err
+
+
+@pytest.fixture(scope="module")
+def robot():
+    return RobotModel()
+
+
+def _models(robot, actuator: bool, biases: bool):
+    act = ActuatorModel(robot) if actuator else None
+    layout = ParameterLayout(n_actuator=act.n_params if act else 0, gyro_bias=biases, acc_bias=biases)
+    meas = [
+        JointPosition(robot, std=1e-3),
+        JointVelocity(robot, std=0.05),
+        ImuAngularVelocity(robot, std=0.01, bias=layout.gyro),
+        ImuOrientation(robot, std=0.01),
+        ImuSpecificForce(robot, std=0.1, bias=layout.acc),
+    ]
+    return IntervalModelCache(robot, 2e-3, meas, foot_velocity_std=0.02, actuator=act, layout=layout), layout
+
+
+def _pi(layout: ParameterLayout, rng) -> np.ndarray:
+    pi = np.zeros(layout.size)
+    pi[:10] = payload_pi()
+    if layout.actuator is not None:
+        pi[layout.actuator] = rng.uniform(0.01, 0.1, layout.n_actuator)
+    if layout.gyro is not None:
+        pi[layout.gyro] = 0.01 * rng.standard_normal(3)
+        pi[layout.acc] = 0.1 * rng.standard_normal(3)
+    return pi
+
+
+PHASES = [
+    ("free", (), (), ()),
+    ("1 foot", ("FL_foot",), (), ("FL_foot",)),
+    ("2 feet", ("FL_foot", "RR_foot"), (), ("FL_foot", "RR_foot")),
+    ("3 feet", ("FL_foot", "FR_foot", "RL_foot"), (), ("FR_foot",)),
+    ("4 feet", ("FL_foot", "FR_foot", "RL_foot", "RR_foot"), (), ("FL_foot", "FR_foot", "RL_foot", "RR_foot")),
+    ("impulse", ("FL_foot", "FR_foot", "RL_foot", "RR_foot"), ("FL_foot", "FR_foot", "RL_foot", "RR_foot"), ()),
+    ("impulse 2", ("FL_foot", "RR_foot"), ("FL_foot", "RR_foot"), ()),
+]
+
+
+@pytest.mark.parametrize("actuator,biases", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("phase", PHASES, ids=[p[0] for p in PHASES])
+def test_interval_model_matches_python(robot, phase, actuator, biases):
+    """xnext, r, Fx, Fp, Rx, Rp of calc_diff and xnext, r of calc, for every phase kind, to 1e-9."""
+    _, contacts, impulse, measured = phase
+    cache, layout = _models(robot, actuator, biases)
+    model = cache[contacts, impulse, measured]
+    cmodel = compiled.compiled_interval_model(model)
+    rng = np.random.default_rng(7)
+    d, cd = model.create_data(), cmodel.create_data()
+    # two states on the same datas (no stale workspace), calc_diff then calc
+    for _ in range(2):
+        x = standing_state(robot, rng)
+        x[robot.nq :] = 0.3 * rng.standard_normal(robot.nv)
+        pi = _pi(layout, rng)
+        d.u[:] = cd.u = rng.standard_normal(robot.nj) * 3.0
+        d.z[:] = cd.z = rng.standard_normal(model.nz)
+        model.calc_diff(d, x, pi)
+        cmodel.calc_diff(cd, x, pi)
+        for name in ("xnext", "r", "Fx", "Fp", "Rx", "Rp"):
+            _close(getattr(cd, name), getattr(d, name))
+        model.calc(d, x, pi)
+        cmodel.calc(cd, x, pi)
+        _close(cd.xnext, d.xnext)
+        _close(cd.r, d.r)
+
+
+def test_parametrizations_match_python():
+    rng = np.random.default_rng(3)
+    body = ExpEigenvalue().theta(payload_pi())
+    parts = [
+        ExpEigenvalue(),
+        LogCholesky(),
+        PlainPi(),
+        OffsetParametrization(ExpEigenvalue(), 0.5 * payload_pi()),
+        PositiveParameters(4),
+        EuclideanParameters(3),
+    ]
+    param = StackedParametrization(parts)
+    theta = np.concatenate([body, LogCholesky().theta(payload_pi()), payload_pi(), body, rng.standard_normal(7)])
+    theta += 0.05 * rng.standard_normal(theta.size)
+    cparam = compiled.compiled_parametrization(param)
+    _close(cparam.pi(theta), param.pi(theta), 1e-12)
+    _close(cparam.jacobian(theta), param.jacobian(theta), 1e-12)
+
+
+def _perturbed_guess(prob, xs, rng):
+    st = prob.state
+    xs = [st.integrate(x, 1e-3 * rng.standard_normal(st.ndx)) for x in xs]
+    ws = [1e-3 * rng.standard_normal(prob.nw) for _ in range(prob.N)]
+    return xs, ws
+
+
+def test_solver_step_matches_python():
+    """Linearisation + Riccati + arrival + linear rollout: (dx, dw, dtheta) of one step from a perturbed guess."""
+    prob, xs_true, pi_true = go1_velocity_window(20)
+    xs, ws = _perturbed_guess(prob, xs_true, np.random.default_rng(1))
+    theta0 = prob.param.theta(perturbed(pi_true, 1.3))
+    for arrival in ("schur", "nullspace"):
+        py = MCOESolver(prob, SolverOptions(arrival=arrival))
+        py.set_guess(xs, ws, theta0)
+        cost = prob.calc_diff(py.xs, py.ws, py.theta)
+        _, d1, d2 = py.compute_direction(1e-8)
+        cs = compiled.CompiledSolver(prob, SolverOptions(arrival=arrival))
+        cs.set_guess(xs, ws, theta0)
+        _close(cs._cpp.calc_diff(), cost)
+        cd1, cd2, method = cs._cpp.compute_direction(1e-8)
+        assert method == arrival
+        scale = np.abs(py.dx).max()
+        _close(cs.dx / scale, py.dx / scale)
+        _close(cs.dw / scale, py.dw / scale)
+        _close(cs.dtheta, py.dtheta)
+        _close([cd1, cd2], [d1, d2])
+
+
+@pytest.fixture(scope="module")
+def solved():
+    """Python and compiled solvers converged on the same noisy window from the same guess."""
+    prob, xs_true, pi_true = go1_velocity_window(30, seed=4)
+    xs, ws = _perturbed_guess(prob, xs_true, np.random.default_rng(5))
+    theta0 = prob.param.theta(perturbed(pi_true, 1.2))
+    opts = SolverOptions(max_iter=50)
+    py = MCOESolver(prob, opts)
+    res = py.solve(xs, ws, theta0)
+    cs = compiled.CompiledSolver(prob, opts)
+    cres = cs.solve(xs, ws, theta0)
+    return prob, py, res, cs, cres
+
+
+def test_converged_solve_matches_python(solved):
+    prob, _, res, _, cres = solved
+    assert res.converged and cres.converged, (res.status, cres.status)
+    assert cres.iterations == res.iterations
+    _close(cres.theta, res.theta)
+    _close(cres.pi, res.pi)
+    _close(np.array(cres.xs), np.array(res.xs))
+    _close(np.array(cres.ws), np.array(res.ws))
+    _close(cres.cost, res.cost)
+    _close(
+        cres.arrival_hessian / np.abs(res.arrival_hessian).max(),
+        res.arrival_hessian / np.abs(res.arrival_hessian).max(),
+    )
+    assert [lg.step for lg in cres.log] == [lg.step for lg in res.log]
+
+
+def test_terminal_covariance_and_marginal_prior_match_python(solved):
+    prob, py, _, cs, _ = solved
+    n = prob.N
+    for k in (1, 7, n):
+        p_ref = py.marginal_prior(k, relinearize=False)
+        p = cs.marginal_prior(k, relinearize=False)
+        scale = np.abs(p_ref.hessian).max()
+        _close(p.hessian / scale, p_ref.hessian / scale)
+        _close(p.gradient / scale, p_ref.gradient / scale)
+        _close(p.x_bar, p_ref.x_bar)
+    # the estimator's covariance of (x_N, theta)
+    prior = py.marginal_prior(n, relinearize=False)
+    hess = prior.linearize(prob.state, py.xs[n], py.theta)[2]
+    knot = prob.knots[n]
+    jr = np.hstack([knot.data.Rx, knot.Rth])
+    ref = np.linalg.pinv(0.5 * (hess + hess.T + 2 * jr.T @ jr), rcond=1e-12, hermitian=True)
+    cov = cs.terminal_covariance()
+    _close(cov / np.abs(ref).max(), ref / np.abs(ref).max(), 1e-7)
+
+
+def test_shift_matches_python():
+    """Receding horizon by k = 3 with a recycled and a new phase model: prior, rolled-out states, next solve."""
+    prob, xs_true, pi_true = go1_velocity_window(24, seed=2, noise=0.5)
+    xs, ws = _perturbed_guess(prob, xs_true, np.random.default_rng(6))
+    theta0 = prob.param.theta(perturbed(pi_true, 1.1))
+    opts = SolverOptions(max_iter=3)
+    py = MCOESolver(prob, opts)
+    cs = compiled.CompiledSolver(prob, opts)
+    py.solve(xs, ws, theta0)
+    cs.solve(xs, ws, theta0)
+    model = prob.knots[0].model
+    other = MultibodyIntervalModel(model.robot, ("FL_foot", "FR_foot", "RL_foot"), model.dt, model.measurements)
+    running = [model, other, model]
+    inputs = [(prob.knots[-1].data.u, prob.knots[-1].data.z)] + [
+        (prob.knots[j].data.u, prob.knots[j].data.z) for j in (4, 5)
+    ]
+    terminal_input = (prob.knots[6].data.u, prob.knots[6].data.z)
+    info = np.full(prob.nw, 1e4)
+    cs.shift(3, running, model, inputs, terminal_input, info)
+    py.shift(3, running, model, inputs, terminal_input, info)
+    pp, cp = py.problem.prior, cs.problem.prior
+    scale = np.abs(pp.hessian).max()
+    _close(cp.hessian / scale, pp.hessian / scale)
+    _close(cp.gradient / scale, pp.gradient / scale)
+    _close(cp.x_bar, pp.x_bar)
+    _close(np.array(cs.xs), np.array(py.xs))
+    res, cres = py.solve(max_iter=3), cs.solve(max_iter=3)
+    _close(cres.theta, res.theta, 1e-8)
+    _close(np.array(cres.xs), np.array(res.xs), 1e-8)
+
+
+def test_request_stop():
+    """A pending stop request ends the solve before its first line search; clear_stop re-enables solving."""
+    prob, xs_true, pi_true = go1_velocity_window(10)
+    cs = compiled.CompiledSolver(prob, SolverOptions(max_iter=20))
+    theta0 = prob.param.theta(perturbed(pi_true, 1.2))
+    cs.request_stop()
+    res = cs.solve(xs_true, None, theta0)
+    assert res.status == "stopped" and res.iterations == 0
+    np.testing.assert_array_equal(res.theta, theta0)
+    cs.clear_stop()
+    # from another thread while solving (the solve releases the GIL): with an unreachable stopping tolerance the
+    # solve would run 500 iterations (or stop on the regularisation limit, after seconds)
+    long = compiled.CompiledSolver(prob, SolverOptions(max_iter=500, tol_stop=-1.0))
+    timer = threading.Timer(0.005, long.request_stop)
+    timer.start()
+    res = long.solve(xs_true, None, theta0)
+    timer.join()
+    assert res.status == "stopped" and res.iterations < 500, (res.status, res.iterations)
+
+
+def test_unsupported_problems_are_named():
+    prob, _, _, _ = go1_window(3)  # full process noise
+    assert "velocities" in compiled.unsupported_problem(prob, SolverOptions())
+    with pytest.raises(ValueError, match="does not support"):
+        compiled.CompiledSolver(prob)
+
+
+def _replay(backend: str, end: float = 1.5) -> list:
+    """The estimates of the sample bag's first ``end`` seconds with ``backend`` (the replay's feed loop)."""
+    from mcoe_ros.io.bag import bag_topics, iter_messages
+    from mcoe_ros.io.feed import SensorFeed
+    from mcoe_ros.io.params import NodeConfig
+
+    sample = str(Path(__file__).resolve().parents[1] / "mcoe_ros" / "data" / "go1_sample")
+    base = NodeConfig()
+    est = base.estimator
+    config = replace(base, estimator=replace(est, solver=replace(est.solver, backend=backend)))
+    feed = SensorFeed(config)
+    topic = next(name for name, info in bag_topics(sample).items() if info.msgtype.endswith("LowState"))
+    out, t0 = [], None
+    for _, t_ns, msg in iter_messages(sample, [topic]):
+        t0 = t_ns if t0 is None else t0
+        if (t_ns - t0) * 1e-9 > end:
+            break
+        feed.low_state(msg, t_ns * 1e-9)
+        out += feed.poll()
+    assert isinstance(feed.estimator.solver, compiled.CompiledSolver) == (backend == "compiled")
+    return out
+
+
+def test_sample_replay_same_estimates_with_both_backends():
+    """The estimator on the sample bag (first 1.5 s: cold start, shifts with phase changes and landing impulses,
+    torque-induced noise, payload + pose covariances) gives the same estimates with the compiled solver."""
+    ref, est = _replay("python"), _replay("compiled")
+    assert len(est) == len(ref) >= 10
+    for a, b in zip(est, ref, strict=True):
+        assert a.t == b.t and a.contacts == b.contacts and a.solve["iterations"] == b.solve["iterations"]
+        _close(a.position, b.position, REPLAY_TOL)
+        _close(a.quat_xyzw, b.quat_xyzw, REPLAY_TOL)
+        _close(a.linear_velocity, b.linear_velocity, REPLAY_TOL)
+        _close(a.payload_pi, b.payload_pi, REPLAY_TOL)
+        _close(a.theta, b.theta, REPLAY_TOL)
+        _close(a.pose_cov / np.abs(b.pose_cov).max(), b.pose_cov / np.abs(b.pose_cov).max(), REPLAY_TOL)
+        _close(a.payload_cov / np.abs(b.payload_cov).max(), b.payload_cov / np.abs(b.payload_cov).max(), REPLAY_TOL)
