@@ -9,7 +9,7 @@
 3. Crocoddyl FDDP on a comparable Go1 horizon (N = 100), run by ``--crocoddyl-python`` (its own venv, see
    benchmarks/bench_crocoddyl.py).
 
-Run: .venv/bin/python benchmarks/bench_compiled.py [--crocoddyl-python /work/venvs/croc/bin/python]
+Run: .venv/bin/python benchmarks/bench_compiled.py [--crocoddyl-python .venv-croc/bin/python]
          [--write docs/performance.md] [--quick]
 """
 

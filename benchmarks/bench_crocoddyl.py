@@ -5,12 +5,12 @@ regularisation costs, Euler integration.
 Runs in its own virtualenv (Crocoddyl 3.2.1 from PyPI segfaults on 4-contact problems with pin 4.1.0; it works with
 pin 4.0.0), set up with:
 
-    python3 -m venv /work/venvs/croc
-    /work/venvs/croc/bin/pip install pin==4.0.0 libpinocchio==4.0.0 crocoddyl==3.2.1 example-robot-data==5.0.0
+    python3 -m venv .venv-croc
+    .venv-croc/bin/pip install pin==4.0.0 libpinocchio==4.0.0 crocoddyl==3.2.1 example-robot-data==5.0.0
 
 (pip reports example-robot-data 6.0.0 and crocoddyl 3.2.1 as conflicting; 5.0.0 resolves with them.)
 
-Run: /work/venvs/croc/bin/python benchmarks/bench_crocoddyl.py [--n 100] [--repeats 20]
+Run: .venv-croc/bin/python benchmarks/bench_crocoddyl.py [--n 100] [--repeats 20]
 Prints one JSON line: {"N", "iteration_s" (min over repeats of calcDiff + backward pass + one forward pass),
 "iteration_median_s", "calc_diff_s", "backward_s", "forward_s", "versions"}.
 """
