@@ -412,11 +412,14 @@ def test_shuffled_and_extra_joint_names_are_mapped_by_name(joint_graph, names):
             setattr(js, field, [vals[order[n]] if n in order else 0.0 for n in new])
         js.name = new
 
-    before = graph.value("samples_rejected")
+    def rejected():  # a loaded machine may pause this test's publisher beyond max_gap: a true gap in the data
+        return graph.value("samples_rejected") - graph.value("rejected_gap")
+
+    before = rejected()
     n0 = graph.n_odom()
     graph.stream(1.0, modify=reorder)
     assert graph.wait(lambda: graph.n_odom() > n0, 60)
-    assert graph.value("samples_rejected") == before  # nothing rejected
+    assert rejected() == before  # nothing rejected
     graph.check_invariants(proc)
 
 
