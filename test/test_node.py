@@ -116,7 +116,7 @@ def check(odoms, payloads, t_first, out):
 
 
 def check_input_rate(odoms, topic):
-    """Odometry at input rate: stamps strictly increasing, each the stamp of an input sample, and at least half of
+    """Odometry at input rate: stamps strictly increasing, each the stamp of an input sample, and at least a fifth of
     the input samples between the first and the last odometry received have one (the rest may be lost to a loaded
     machine's DDS queues; a loaded node may still be working through its backlog when the listener stops)."""
     got = np.array([o.header.stamp.sec * 1_000_000_000 + o.header.stamp.nanosec for o in odoms], dtype=np.int64)
@@ -129,7 +129,10 @@ def check_input_rate(odoms, topic):
     nearest = np.minimum(np.abs(sent[idx] - got), np.abs(sent[idx - 1] - got))
     assert np.all(nearest <= 1000)  # float seconds carry a stamp to < 1 us
     covered = np.count_nonzero((sent >= got[0]) & (sent <= got[-1]))
-    assert len(got) >= 0.5 * covered, (len(got), covered)
+    # input rate, not solve rate: solves come at most every tick_period (0.05 s), i.e. for <= 4 % of 500 Hz inputs;
+    # how many of the rest a node gets on a 2-core machine that also runs the publisher is load, not correctness
+    # (measured by benchmarks/bench_tworate.py): one in five is required here
+    assert len(got) >= 0.2 * covered, (len(got), covered)
 
 
 def test_odometry_writer_fills_the_same_messages_as_the_field_trees():
