@@ -19,6 +19,14 @@ def test_sequence_gaps_are_declared_lost_with_their_cause():
     values = s.key_values()
     assert values["in_low_state_lost_queue_overflow"] == 9 and values["in_low_state_received"] == 6
     assert float(values["in_low_state_queue_delay_p99_ms"]) > 800
+    assert values["in_low_state_before_match"] == 0
+
+
+def test_messages_published_before_the_match_are_counted_apart_from_losses():
+    s = StreamIntake("low_state", period=0.002)
+    s.message(1.0, 1.0, 6, b"pub")  # numbering starts at 1: five went out before this subscription matched
+    s.message(1.002, 1.002, 7, b"pub")
+    assert s.before_match == 5 and s.n_lost == 0 and s.received == 2
 
 
 def test_queue_delay_ignores_unsynchronised_clocks():

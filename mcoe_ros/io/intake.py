@@ -6,7 +6,9 @@ handled, and the estimator's present health (what /diagnostics reports as level 
 * the publisher's sequence number (``MessageInfo.publication_sequence_number``, per publisher): a jump of ``n``
   means ``n - 1`` messages were published and never handed to the callback. They are *declared* lost, and
   attributed to the subscription queue (``queue_overflow``) when the queue was at least half full at the time
-  (queueing delay above half the queue's span), else to the transport;
+  (queueing delay above half the queue's span), else to the transport. Sequence numbers start at 1, so the first
+  message seen from a publisher tells how many it published before this subscription matched it
+  (``before_match``: counted, not lost — they were never addressed to this node);
 * the publisher's send time (``MessageInfo.source_timestamp``, wall clock) and the handling time: the queueing
   delay, whose percentiles are reported and which corrects the reception stamps of headerless messages;
 * the data's own time (header stamp, or the corrected reception stamp): samples the data itself lacks (its
@@ -39,6 +41,7 @@ class StreamIntake:
     period: float
     queue_depth: int = 0  #: subscription queue depth (0: unknown)
     received: int = 0
+    before_match: int = 0  #: messages a publisher sent before this subscription matched it
     lost: Counter = field(default_factory=Counter)  #: by cause: 'queue_overflow', 'transport'
     missing_in_data: int = 0  #: samples absent from the data's own timing (never published)
     gaps: int = 0  #: pauses of the data longer than ``max_gap``
@@ -66,7 +69,9 @@ class StreamIntake:
         if seq is not None:
             key = publisher if publisher is not None else ""
             last = self._seq.get(key)
-            if last is not None and seq > last + 1:
+            if last is None:
+                self.before_match += max(0, seq - 1)
+            elif seq > last + 1:
                 full = self.queue_depth and delay > 0.5 * self.queue_depth * self.period
                 self.lost["queue_overflow" if full else "transport"] += seq - last - 1
             if last is None or seq > last:
@@ -96,6 +101,7 @@ class StreamIntake:
         out = {
             p + "received": self.received,
             p + "lost": self.n_lost,
+            p + "before_match": self.before_match,
             p + "missing_in_data": self.missing_in_data,
             p + "gaps": self.gaps,
             p + "queue_delay_p50_ms": f"{1e3 * np.percentile(d, 50):.1f}",

@@ -233,7 +233,10 @@ class EstimatorNode(Node):
         keys = ["ticks", "held_ticks", "samples_accepted", "samples_rejected"] + sorted(
             k for k in values if k.startswith("rejected_")
         )
-        lost = ", ".join(f"{s.name}: received {s.received}, lost {s.n_lost}" for s in self.intake)
+        lost = ", ".join(
+            f"{s.name}: received {s.received}, lost {s.n_lost}, published before the match {s.before_match}"
+            for s in self.intake
+        )
         summary = ", ".join(f"{k}={values[k]}" for k in keys)
         self.get_logger().info(f"shutting down: {summary}; {lost}; status: {diag.message}")
         self._running = False
