@@ -57,10 +57,14 @@ class BaseMotion:
     force)."""
 
     rotation: np.ndarray
-    quat_xyzw: np.ndarray
     omega: np.ndarray
     domega: np.ndarray
     acc: np.ndarray | None
+
+    @property
+    def quat_xyzw(self) -> np.ndarray:
+        """R_WB as a quaternion (computed on use: the input-rate odometry step needs the matrix only)."""
+        return rotation_quaternion(self.rotation).coeffs()
 
 
 def base_motion(
@@ -86,7 +90,7 @@ def base_motion(
     if acc is not None:
         a_o = rot_bi @ np.asarray(acc, dtype=float) + rot_wb.T @ GRAVITY
         a_o -= cross(domega, r_imu) + cross(omega, cross(omega, r_imu))
-    return BaseMotion(rot_wb, rotation_quaternion(rot_wb).coeffs(), omega, domega, a_o)
+    return BaseMotion(rot_wb, omega, domega, a_o)
 
 
 def states_from_imu(
