@@ -117,6 +117,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rate", type=float, default=500.0, help="LowState rate, Hz")
     ap.add_argument("--every", type=float, default=10.0, help="seconds between table rows")
     ap.add_argument("--markdown", help="write the table (and the summary) to this file")
+    ap.add_argument(
+        "--warmup", type=float, default=300.0, help="seconds of warm-up left out of the steady RSS slope (see docs)"
+    )
     ap.add_argument("--node", help="a Python script to run instead of the mcoe_estimator console script")
     args = ap.parse_args(argv)
 
@@ -151,7 +154,7 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     next_row = t0 + args.every
     published, i = 0, 0
-    rss, all_lat = [], []
+    rss, row_t, all_lat = [], [], []
     peak = 0.0  #: peak RSS since the last row
     t_last_row = t0
     while True:
@@ -171,6 +174,7 @@ def main(argv=None) -> int:
             peak = 0.0
             t_last_row = time.monotonic()
             rss.append(row[1])
+            row_t.append(row[0])
             rows.append(_fmt(row))
             print(rows[-1], flush=True)
             next_row += args.every
@@ -211,12 +215,22 @@ def main(argv=None) -> int:
     base = float(np.mean(rss[1 : 1 + quarter])) if len(rss) > 2 else rss[0]
     end = float(np.mean(rss[-quarter:]))
     growth = 100.0 * (end - base) / base
+    # Steady growth: a straight line through the per-row peaks after the warm-up (FastDDS pools, the odometry buffers
+    # filling up, the first solver restarts); the drain row at the end is left out.
+    steady = [(t, r) for t, r in zip(row_t, rss, strict=False) if t >= args.warmup]
+    slope_text = "too short for a steady slope"
+    if len(steady) >= 3:
+        ts, rs = np.array(steady).T
+        slope = float(np.polyfit(ts / 60.0, rs, 1)[0])  # MB per minute
+        per_30 = 100.0 * 30.0 * slope / float(rs[0])
+        slope_text = f"{slope:+.3f} MB/min = {per_30:+.2f} % per 30 min (of {rs[0]:.1f} MB)"
     lat = np.asarray(all_lat) if all_lat else np.zeros(1)
     summary = [
         "",
         f"- duration {args.duration:.0f} s at {args.rate:g} Hz; published {published}; final row: received "
         f"{row[3]}, declared lost {row[4]}, undeclared {row[5]}",
         f"- peak RSS per row: first quarter {base:.1f} MB -> last quarter {end:.1f} MB: growth {growth:+.2f} %",
+        f"- steady RSS slope after {args.warmup:.0f} s of warm-up (line through the per-row peaks): {slope_text}",
         f"- processing latency over the run: p50 {1e3 * np.percentile(lat, 50):.0f} ms, "
         f"p99 {1e3 * np.percentile(lat, 99):.0f} ms ({lat.size} odometry messages)",
         f"- shutdown (SIGINT) took {stop_s:.2f} s, exit code {rc}; uptime load at the end {os.getloadavg()}",

@@ -37,7 +37,7 @@ import pinocchio as pin
 
 from mcoe_ros.estimation.estimate import Estimate
 from mcoe_ros.estimation.samples import ImuSample, JointSample
-from mcoe_ros.multibody.imu import GRAVITY, base_motion, cross, imu_mount
+from mcoe_ros.multibody.imu import GRAVITY, base_motion, cross, imu_mount, rotation_quaternion
 from mcoe_ros.multibody.robot import RobotModel
 
 SOURCES = ("solve", "propagated")
@@ -312,7 +312,7 @@ class Propagator:
         if track is None:
             return None
         rot = track.rot
-        quat = pin.Quaternion(rot).coeffs().copy()  # x, y, z, w
+        quat = rotation_quaternion(rot).coeffs().copy()  # x, y, z, w
         pose_cov = np.zeros((6, 6))
         pose_cov[:3, :3] = track.cov[:3, :3]
         pose_cov[3:, 3:] = track.rot_cov

@@ -28,6 +28,7 @@ import pinocchio as pin
 
 from mcoe_ros.multibody.collector import IntervalCollector
 from mcoe_ros.multibody.dynamics import PhaseDynamicsModel
+from mcoe_ros.multibody.imu import rotation_quaternion
 from mcoe_ros.multibody.measurements import ContactVelocity, ImuOrientation, MeasurementModel
 from mcoe_ros.multibody.robot import RobotModel
 from mcoe_ros.multibody.state import StateMultibody
@@ -120,7 +121,7 @@ def predict_measurements(
     z = np.zeros(model.nz)
     for meas, md, zs in zip(model.measurements, data.meas, model.z_slices, strict=True):
         if isinstance(meas, ImuOrientation):
-            quat = pin.Quaternion(data.collector.kin_x.oMf[meas.frame_id].rotation)
+            quat = rotation_quaternion(data.collector.kin_x.oMf[meas.frame_id].rotation)
             z[zs] = [quat.w, quat.x, quat.y, quat.z] if meas.quat_order == "wxyz" else quat.coeffs()
         else:
             z[zs] = md.h

@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 import pinocchio as pin
 
+from mcoe_ros.multibody.imu import rotation_quaternion
+
 
 @dataclass(frozen=True)
 class NoiseConfig:
@@ -134,7 +136,7 @@ class SensorModel:
         dtheta = self._gauss(nz.orientation_std, 3)
         w, x, y, z = truth.imu_quat
         rot = pin.Quaternion(w, x, y, z).toRotationMatrix() @ pin.exp3(dtheta)
-        qn = pin.Quaternion(rot)
+        qn = rotation_quaternion(rot)
         quat = np.array([qn.w, qn.x, qn.y, qn.z])
         if quat[0] < 0:
             quat = -quat

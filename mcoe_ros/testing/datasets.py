@@ -12,6 +12,7 @@ import numpy as np
 import pinocchio as pin
 
 from mcoe_ros.io.bag import iter_messages
+from mcoe_ros.multibody.imu import rotation_quaternion
 from mcoe_ros.multibody.inertia import pi_from_com
 from mcoe_ros.multibody.robot import RobotModel
 from mcoe_ros.payload.regression import (
@@ -93,7 +94,7 @@ def add_noise(series: SensorSeries, sigma: float, rng: np.random.Generator) -> S
     quat = np.empty_like(series.quat)
     for k, (w, x, y, z) in enumerate(series.quat):
         rot = pin.Quaternion(w, x, y, z).toRotationMatrix() @ pin.exp3(sigma * rng.normal(size=3))
-        qn = pin.Quaternion(rot)
+        qn = rotation_quaternion(rot)
         quat[k] = (qn.w, qn.x, qn.y, qn.z)
     return SensorSeries(
         series.t,

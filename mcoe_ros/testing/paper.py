@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
+from mcoe_ros.multibody.imu import rotation_quaternion
 from mcoe_ros.multibody.inertia import make_parametrization, pi_from_com
 from mcoe_ros.multibody.interval import MultibodyIntervalModel
 from mcoe_ros.multibody.measurements import JointPosition, JointVelocity, default_measurements
@@ -323,7 +324,7 @@ def make_window(
             u = np.r_[mg, att] + amp * np.sin(2 * np.pi * freq * k * model.dt + phase)
             data.u[:] = u
             xnext, pos, rot_, gyro, spec = model.predict(data, xs[k], pi_true)
-            quat = pin.Quaternion(rot_)
+            quat = rotation_quaternion(rot_)
             z = np.concatenate([pos, [quat.w, quat.x, quat.y, quat.z], gyro, spec])
             if noise > 0:
                 std = 1.0 / model.w

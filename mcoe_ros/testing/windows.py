@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import pinocchio as pin
 
+from mcoe_ros.multibody.imu import rotation_quaternion
 from mcoe_ros.multibody.interval import MultibodyIntervalModel, predict_measurements
 from mcoe_ros.multibody.measurements import ImuOrientation
 
@@ -20,7 +21,7 @@ from mcoe_ros.multibody.measurements import ImuOrientation
 def noisy_quat_wxyz(q_wxyz: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
     """Quaternion (w, x, y, z) rotated by Exp(n) on the body side, n ~ N(0, sigma^2 I_3) rad."""
     rot = pin.Quaternion(*q_wxyz).toRotationMatrix() @ pin.exp3(sigma * rng.standard_normal(3))
-    qn = pin.Quaternion(rot)
+    qn = rotation_quaternion(rot)
     return np.array([qn.w, qn.x, qn.y, qn.z])
 
 
