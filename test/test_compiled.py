@@ -244,6 +244,49 @@ def test_shift_matches_python():
     _close(np.array(cres.xs), np.array(res.xs), 1e-8)
 
 
+def test_shift_after_covariance_reuses_the_solves_work():
+    """The estimator's tick: solve without the convergence-only final direction, terminal covariance (which stores
+    the marginal of every prefix), shift (prior from the stored marginal), warm solve whose first linearisation
+    reuses the kept knots: the same prior, states and next solve as the Python reference doing it all afresh."""
+    prob, xs_true, pi_true = go1_velocity_window(24, seed=3, noise=0.5)
+    xs, ws = _perturbed_guess(prob, xs_true, np.random.default_rng(7))
+    theta0 = prob.param.theta(perturbed(pi_true, 1.1))
+    opts = SolverOptions(max_iter=2, final_direction=False)
+    py = MCOESolver(prob, opts)
+    cs = compiled.CompiledSolver(prob, opts)
+    res, cres = py.solve(xs, ws, theta0), cs.solve(xs, ws, theta0)
+    assert res.arrival_hessian is None and cres.arrival_hessian is None  # no direction at the returned point
+    assert not res.converged and not cres.converged and res.iterations == cres.iterations == 2
+    _close(cres.theta, res.theta)
+    cs.terminal_covariance()
+    n, k = prob.N, 4
+    for j in (1, k, n):  # the stored marginals are the recursion's (the Python reference recomputes them)
+        p_ref, p = py.marginal_prior(j, relinearize=False), cs.marginal_prior(j, relinearize=False)
+        scale = np.abs(p_ref.hessian).max()
+        _close(p.hessian / scale, p_ref.hessian / scale)
+        _close(p.gradient / scale, p_ref.gradient / scale)
+    model = prob.knots[0].model
+    running = [model] * k
+    inputs = [(prob.knots[-1].data.u, prob.knots[-1].data.z)] + [
+        (prob.knots[j].data.u, prob.knots[j].data.z) for j in range(3, 3 + k - 1)
+    ]
+    terminal_input = (prob.knots[8].data.u, prob.knots[8].data.z)
+    cs.shift(k, running, model, inputs, terminal_input)
+    py.shift(k, running, model, inputs, terminal_input)
+    pp, cp = py.problem.prior, cs.problem.prior
+    scale = np.abs(pp.hessian).max()
+    _close(cp.hessian / scale, pp.hessian / scale)
+    _close(cp.gradient / scale, pp.gradient / scale)
+    _close(np.array(cs.xs), np.array(py.xs))
+    for budget in (0, 1):  # 0: the reused first linearisation alone (cost), 1: a full warm step
+        res, cres = py.solve(max_iter=budget), cs.solve(max_iter=budget)
+        _close(cres.cost, res.cost)
+        _close(cres.theta, res.theta, 1e-8)
+        _close(np.array(cres.xs), np.array(res.xs), 1e-8)
+    # the Python-facing calc_diff always relinearises: the same cost as the reused linearisation
+    _close(cs._cpp.calc_diff(), res.cost)
+
+
 def test_request_stop():
     """A pending stop request ends the solve before its first line search; clear_stop re-enables solving."""
     prob, xs_true, pi_true = go1_velocity_window(10)

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -41,9 +42,18 @@ class IntervalModel {
                 const Vec& nominal_pi, const Mat& actuator_groups, double coulomb_eps, bool gyro_bias, bool acc_bias);
   void addMeasurement(MeasurementSpec spec);
 
+  // data of this model: from the pool of released data when it holds one (a solver's knots release theirs when
+  // they are dropped), else newly allocated; thread-safe
   std::unique_ptr<IntervalData> createData() const;
+  void releaseData(std::unique_ptr<IntervalData> d) const;
+  // allocate data into the pool until it holds n (start-up, off the real-time path: a cold start then allocates
+  // nothing); returns the pool size
+  int reserveData(int n) const;
   void calc(IntervalData& d, const Vec& x, const Vec& pi) const;
   void calcDiff(IntervalData& d, const Vec& x, const Vec& pi) const;
+  // calcDiff on data that already holds calc(d, x, pi) (same x, pi, u, z): the forward dynamics are not repeated
+  // where calc and calcDiff evaluate them alike (rigid contacts)
+  void calcDiffAfterCalc(IntervalData& d, const Vec& x, const Vec& pi) const;
   // velocity-noise covariance from white joint-torque noise (after calcDiff), see Python velocity_noise_covariance
   void velocityNoiseCovariance(const IntervalData& d, const Vec& torque_std, double floor_std, Mat& out) const;
 
@@ -76,6 +86,8 @@ class IntervalModel {
   Vec nominal_armature_;
   int gyro_bias_ = -1, acc_bias_ = -1;
   bool needs_kin_ = false, uses_acc_ = false;
+  mutable std::mutex pool_mutex_;
+  mutable std::vector<std::unique_ptr<IntervalData>> pool_;
 };
 
 class IntervalData {
