@@ -117,8 +117,6 @@ PYBIND11_MODULE(_mcoe, m) {
       .def_readonly("nr", &IntervalModel::nr)
       .def_readonly("nu", &IntervalModel::nu)
       .def("create_data", [](const IntervalModel& self) { return self.createData(); })
-      .def("reserve_data", &IntervalModel::reserveData, py::arg("n"),
-           "Allocate data into the model's pool until it holds n (start-up); returns the pool size.")
       .def("calc", &IntervalModel::calc, py::arg("data"), py::arg("x"), py::arg("pi"),
            py::call_guard<py::gil_scoped_release>())
       .def("calc_diff", &IntervalModel::calcDiff, py::arg("data"), py::arg("x"), py::arg("pi"),

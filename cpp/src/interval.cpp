@@ -76,33 +76,7 @@ ConstraintModels IntervalModel::constraintModels(const PinModel& m, const std::v
   return out;
 }
 
-std::unique_ptr<IntervalData> IntervalModel::createData() const {
-  {
-    std::lock_guard<std::mutex> lock(pool_mutex_);
-    if (!pool_.empty()) {
-      std::unique_ptr<IntervalData> d = std::move(pool_.back());
-      pool_.pop_back();
-      return d;
-    }
-  }
-  return std::make_unique<IntervalData>(*this);
-}
-
-void IntervalModel::releaseData(std::unique_ptr<IntervalData> d) const {
-  if (!d) return;
-  std::lock_guard<std::mutex> lock(pool_mutex_);
-  pool_.push_back(std::move(d));
-}
-
-int IntervalModel::reserveData(int n) const {
-  while (true) {
-    {
-      std::lock_guard<std::mutex> lock(pool_mutex_);
-      if (static_cast<int>(pool_.size()) >= n) return static_cast<int>(pool_.size());
-    }
-    releaseData(std::make_unique<IntervalData>(*this));
-  }
-}
+std::unique_ptr<IntervalData> IntervalModel::createData() const { return std::make_unique<IntervalData>(*this); }
 
 IntervalData::IntervalData(const IntervalModel& m)
     : u(Vec::Zero(m.nu)), z(Vec::Zero(m.nz)), xnext(Vec::Zero(m.nx)), r(Vec::Zero(m.nr)),

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -42,13 +41,7 @@ class IntervalModel {
                 const Vec& nominal_pi, const Mat& actuator_groups, double coulomb_eps, bool gyro_bias, bool acc_bias);
   void addMeasurement(MeasurementSpec spec);
 
-  // data of this model: from the pool of released data when it holds one (a solver's knots release theirs when
-  // they are dropped), else newly allocated; thread-safe
   std::unique_ptr<IntervalData> createData() const;
-  void releaseData(std::unique_ptr<IntervalData> d) const;
-  // allocate data into the pool until it holds n (start-up, off the real-time path: a cold start then allocates
-  // nothing); returns the pool size
-  int reserveData(int n) const;
   void calc(IntervalData& d, const Vec& x, const Vec& pi) const;
   void calcDiff(IntervalData& d, const Vec& x, const Vec& pi) const;
   // calcDiff on data that already holds calc(d, x, pi) (same x, pi, u, z): the forward dynamics are not repeated
@@ -86,8 +79,6 @@ class IntervalModel {
   Vec nominal_armature_;
   int gyro_bias_ = -1, acc_bias_ = -1;
   bool needs_kin_ = false, uses_acc_ = false;
-  mutable std::mutex pool_mutex_;
-  mutable std::vector<std::unique_ptr<IntervalData>> pool_;
 };
 
 class IntervalData {

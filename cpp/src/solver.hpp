@@ -56,15 +56,6 @@ struct Result {
 };
 
 struct Knot {
-  Knot() = default;
-  Knot(Knot&&) = default;
-  Knot& operator=(Knot&&) = default;
-  ~Knot() {  // the data go back to the model's pool (a later cold start reuses them)
-    if (model) {
-      model->releaseData(std::move(data));
-      model->releaseData(std::move(trial));
-    }
-  }
   std::shared_ptr<const IntervalModel> model;
   std::unique_ptr<IntervalData> data, trial;
   Mat W;                       // process-noise information (nv, nv)

@@ -240,10 +240,14 @@ class ProblemBuilder:
                 rot = pin.Quaternion(q[3], q[0], q[1], q[2]).toRotationMatrix()
                 x[:3], x[nq : nq + 3] = p, rot.T @ v
         running, terminal = self.phase_models(knots, None)
-        ndx = 2 * self.robot.nv
-        prior = ArrivalPrior.independent(xs[0], self.arrival_info, ndx, theta, theta_info)
+        prior = self.arrival_prior(xs[0], theta, theta_info)
         inputs = [self.knot_inputs(k, m) for k, m in zip(knots, [*running, terminal], strict=True)]
         return running, terminal, inputs, prior, xs
+
+    def arrival_prior(self, x0: np.ndarray, theta: np.ndarray, theta_info: np.ndarray) -> ArrivalPrior:
+        """The arrival prior of a problem built from scratch: x0 with the configured arrival information, the payload
+        belief (theta, information), independent."""
+        return ArrivalPrior.independent(x0, self.arrival_info, 2 * self.robot.nv, theta, theta_info)
 
     def shift_arguments(self, knots: Sequence[GridKnot], k: int) -> tuple:
         """(running, terminal, inputs, terminal_input) for :meth:`mcoe_ros.ocp.solver.MCOESolver.shift` by the k

@@ -52,10 +52,12 @@ from mcoe_ros.payload.online import OnlinePayloadRls
 COMPILED_THREADS = 1
 MAX_PAYLOAD_MASS = 200.0  #: kg; a solve claiming more is treated as diverged
 REBUILD_ITERATIONS = 3  #: at least this many for a warm rebuild (a new problem, but warm: not max_iterations_cold)
-#: a cold start's max_iterations_cold are spread over ticks, at most this many per tick (a bounded tick on the robot):
-#: the window shifts between them like a warm tick (real-time iteration) and nothing is published until the budget
-#: is spent or the solve converged (``warmup_ticks`` in diagnostics)
-COLD_ITERATIONS_PER_TICK = 2
+#: None: a cold start runs its max_iterations_cold in one tick. A number: they are spread over ticks, at most this
+#: many per tick (a bounded tick): the window shifts between them like a warm tick, keeping the prior of a problem
+#: built from scratch, and nothing is published until the budget is spent or the solve converged (``warmup_ticks``
+#: in diagnostics). Off by default: with 2 on the sample bag the ATE went from 1.20 to 1.33 cm and the cost-outlier
+#: check held 2 ticks (docs/performance.md, run 6)
+COLD_ITERATIONS_PER_TICK: int | None = None
 #: solve sanity (against the recent good solves): a cost above COST_OUTLIER times their median (and above
 #: COST_FLOOR) is an outlier; the payload mass may move by at most max(MASS_STEP_MIN, MASS_STEP_SIGMAS sigma_m)
 #: per tick, sigma_m the previous estimate's mass std, doubled for every consecutive held tick (so a real
@@ -147,8 +149,6 @@ class Estimator:
         if sol.backend == "compiled" and not compiled.available():
             raise ValueError(f"solver.backend: the compiled extension is not built ({compiled.IMPORT_ERROR})")
         self._compiled_models: compiled.CompiledModels | None = None
-        if sol.backend != "python" and compiled.available():
-            self._preallocate()
         self.solver: MCOESolver | None = None
         self.last_good: Estimate | None = None
         #: payload belief (theta and its information) that seeds the next problem built from scratch
@@ -175,16 +175,6 @@ class Estimator:
         self._warmup_left = 0  #: iterations of a cold start still to run on the next ticks
         self._restarted = False
         self._generation = 0  #: incremented by reset_payload
-
-    def _preallocate(self) -> None:
-        """Allocate, at start-up, the compiled data of a window on four feet (how a robot starts): the first cold
-        start then allocates nothing (a solver's data go back to the pool when it is dropped, for later restarts)."""
-        stance = self.builder.interval_model((True,) * len(self.robot.foot_names), None)
-        if compiled.unsupported(stance) is None:
-            self._compiled_models = compiled.CompiledModels(self.robot)
-            reserve = getattr(self._compiled_models(stance), "reserve_data", None)
-            if reserve is not None:  # an extension built before the data pool
-                reserve(2 * (self.n_intervals + 1))
 
     # ------------------------------------------------------------------ inputs
     def _local(self, t: float) -> float:
@@ -413,6 +403,10 @@ class Estimator:
             else:
                 running, terminal, inputs, terminal_input = self.builder.shift_arguments(knots, new_knots)
                 self.solver.shift(new_knots, running, terminal, inputs, terminal_input, self.builder.noise_info)
+                if warming:  # not converged yet: the dropped knots' linearisation is not marginalised into the
+                    # prior, the window keeps the prior of a problem built from scratch (warm-started)
+                    prior = self.builder.arrival_prior(self.solver.xs[0], self.theta, self.theta_info)
+                    self.solver.problem.prior = prior
                 par = self.parameters
                 if par.bias_indices.size:  # sensor-bias random walk over the dropped knots' time
                     prior = self.solver.problem.prior
@@ -421,15 +415,17 @@ class Estimator:
                     )
             solver = self.solver  # this tick's solver (reset_payload may drop self.solver meanwhile)
             iterations = self.options.max_iter
-            if cold or warming:  # the cold start's budget, spread over ticks
-                iterations = min(self._warmup_left, max(COLD_ITERATIONS_PER_TICK, iterations))
+            spread = COLD_ITERATIONS_PER_TICK
+            if cold or warming:  # the cold start's budget (spread over ticks)
+                iterations = min(self._warmup_left, max(spread or self._warmup_left, iterations))
             elif rebuild:
                 iterations = max(iterations, REBUILD_ITERATIONS)
             result = solver.solve(max_iter=iterations)
             if result.status == "stopped" or self.stop_event.is_set():
                 return None
             if cold or warming:
-                self._warmup_left = 0 if result.converged else self._warmup_left - result.iterations
+                done = result.converged or spread is None
+                self._warmup_left = 0 if done else max(self._warmup_left - max(result.iterations, 1), 0)
             cold = cold or warming  # the cost of a cold start includes its initial transient
             failure = self._check(result) or self._implausible(result, cold)
         except (np.linalg.LinAlgError, FloatingPointError) as err:
