@@ -34,9 +34,12 @@ from mcoe_ros.testing.go1 import go1_velocity_window, go1_window, payload_pi, pe
 pytestmark = pytest.mark.skipif(not compiled.available(), reason=f"extension not built: {compiled.IMPORT_ERROR}")
 
 TOL = 1e-9
-#: measured on the sample bag (27 estimates, 1.5 s): relative differences <= 8e-10 (position), 1.4e-8 (theta),
-#: 2.3e-7 (payload covariance): the solves agree to ~1e-9 per step and drift slightly over warm-started ticks
-REPLAY_TOL = 1e-6
+#: measured on the sample bag (27 estimates, 1.5 s): relative differences <= 4.4e-9 (position), 1.6e-7 (theta),
+#: 1.3e-6 (payload covariance, the pseudo-inverse of a poorly conditioned information): the solves agree to ~1e-9
+#: per step and drift slightly over warm-started ticks; since the compiled solver linearises after a step on the
+#: accepted trial's data (its contact dynamics are not evaluated again) the two backends' proximal contact solves run
+#: on different data objects, which moved theta's difference from 1.4e-8 to 1.6e-7 and the covariance's from 2.3e-7
+REPLAY_TOL = 2e-6
 
 
 def _close(a, b, tol=TOL) -> float:
