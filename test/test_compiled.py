@@ -34,9 +34,12 @@ from mcoe_ros.testing.go1 import go1_velocity_window, go1_window, payload_pi, pe
 pytestmark = pytest.mark.skipif(not compiled.available(), reason=f"extension not built: {compiled.IMPORT_ERROR}")
 
 TOL = 1e-9
-#: measured on the sample bag (27 estimates, 1.5 s): relative differences <= 8e-10 (position), 1.4e-8 (theta),
-#: 2.3e-7 (payload covariance): the solves agree to ~1e-9 per step and drift slightly over warm-started ticks
-REPLAY_TOL = 1e-6
+#: measured on the sample bag (27 estimates, 1.5 s): relative differences <= 4.4e-9 (position), 1.6e-7 (theta),
+#: 1.3e-6 (payload covariance, the pseudo-inverse of a poorly conditioned information): the solves agree to ~1e-9
+#: per step and drift slightly over warm-started ticks; since the compiled solver linearises after a step on the
+#: accepted trial's data (its contact dynamics are not evaluated again) the two backends' proximal contact solves run
+#: on different data objects, which moved theta's difference from 1.4e-8 to 1.6e-7 and the covariance's from 2.3e-7
+REPLAY_TOL = 2e-6
 
 
 def _close(a, b, tol=TOL) -> float:
@@ -242,6 +245,49 @@ def test_shift_matches_python():
     res, cres = py.solve(max_iter=3), cs.solve(max_iter=3)
     _close(cres.theta, res.theta, 1e-8)
     _close(np.array(cres.xs), np.array(res.xs), 1e-8)
+
+
+def test_shift_after_covariance_reuses_the_solves_work():
+    """The estimator's tick: solve without the convergence-only final direction, terminal covariance (which stores
+    the marginal of every prefix), shift (prior from the stored marginal), warm solve whose first linearisation
+    reuses the kept knots: the same prior, states and next solve as the Python reference doing it all afresh."""
+    prob, xs_true, pi_true = go1_velocity_window(24, seed=3, noise=0.5)
+    xs, ws = _perturbed_guess(prob, xs_true, np.random.default_rng(7))
+    theta0 = prob.param.theta(perturbed(pi_true, 1.1))
+    opts = SolverOptions(max_iter=2, final_direction=False)
+    py = MCOESolver(prob, opts)
+    cs = compiled.CompiledSolver(prob, opts)
+    res, cres = py.solve(xs, ws, theta0), cs.solve(xs, ws, theta0)
+    assert res.arrival_hessian is None and cres.arrival_hessian is None  # no direction at the returned point
+    assert not res.converged and not cres.converged and res.iterations == cres.iterations == 2
+    _close(cres.theta, res.theta)
+    cs.terminal_covariance()
+    n, k = prob.N, 4
+    for j in (1, k, n):  # the stored marginals are the recursion's (the Python reference recomputes them)
+        p_ref, p = py.marginal_prior(j, relinearize=False), cs.marginal_prior(j, relinearize=False)
+        scale = np.abs(p_ref.hessian).max()
+        _close(p.hessian / scale, p_ref.hessian / scale)
+        _close(p.gradient / scale, p_ref.gradient / scale)
+    model = prob.knots[0].model
+    running = [model] * k
+    inputs = [(prob.knots[-1].data.u, prob.knots[-1].data.z)] + [
+        (prob.knots[j].data.u, prob.knots[j].data.z) for j in range(3, 3 + k - 1)
+    ]
+    terminal_input = (prob.knots[8].data.u, prob.knots[8].data.z)
+    cs.shift(k, running, model, inputs, terminal_input)
+    py.shift(k, running, model, inputs, terminal_input)
+    pp, cp = py.problem.prior, cs.problem.prior
+    scale = np.abs(pp.hessian).max()
+    _close(cp.hessian / scale, pp.hessian / scale)
+    _close(cp.gradient / scale, pp.gradient / scale)
+    _close(np.array(cs.xs), np.array(py.xs))
+    for budget in (0, 1):  # 0: the reused first linearisation alone (cost), 1: a full warm step
+        res, cres = py.solve(max_iter=budget), cs.solve(max_iter=budget)
+        _close(cres.cost, res.cost)
+        _close(cres.theta, res.theta, 1e-8)
+        _close(np.array(cres.xs), np.array(res.xs), 1e-8)
+    # the Python-facing calc_diff always relinearises: the same cost as the reused linearisation
+    _close(cs._cpp.calc_diff(), res.cost)
 
 
 def test_request_stop():

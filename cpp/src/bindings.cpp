@@ -130,7 +130,8 @@ PYBIND11_MODULE(_mcoe, m) {
 
   py::class_<Solver>(m, "Solver")
       .def(py::init([](const Parametrization& p, const std::string& arrival, double rank_tol, int max_iter,
-                       double max_time, double tol_stop, double tol_gap, bool refresh_noise, int threads) {
+                       double max_time, double tol_stop, double tol_gap, bool refresh_noise, int threads,
+                       bool final_direction) {
              Options o;
              o.arrival = arrival;
              o.rank_tol = rank_tol;
@@ -140,11 +141,13 @@ PYBIND11_MODULE(_mcoe, m) {
              o.tol_gap = tol_gap;
              o.refresh_noise = refresh_noise;
              o.threads = threads;
+             o.final_direction = final_direction;
              return std::make_unique<Solver>(p, o);
            }),
            py::arg("parametrization"), py::arg("arrival") = "auto", py::arg("rank_tol") = 1e-9,
            py::arg("max_iter") = 100, py::arg("max_time") = -1.0, py::arg("tol_stop") = 1e-12,
-           py::arg("tol_gap") = 1e-9, py::arg("refresh_noise") = true, py::arg("threads") = 1)
+           py::arg("tol_gap") = 1e-9, py::arg("refresh_noise") = true, py::arg("threads") = 1,
+           py::arg("final_direction") = true)
       .def("set_problem",
            [](Solver& s, const std::vector<std::shared_ptr<IntervalModel>>& running,
               const std::shared_ptr<IntervalModel>& terminal, const Vec& x_bar, const Vec& theta_bar, const Mat& H,
@@ -162,7 +165,9 @@ PYBIND11_MODULE(_mcoe, m) {
         }
         return resultDict(r);
       })
-      .def("calc_diff", &Solver::calcDiff, py::call_guard<py::gil_scoped_release>())
+      .def(
+          "calc_diff", [](Solver& s) { return s.calcDiff(false); }, py::call_guard<py::gil_scoped_release>(),
+          "Linearise every knot at the current estimate (no reuse); returns the total cost.")
       .def("try_step",
            [](Solver& s, double alpha) {
              double gap = 0.0, cost = 0.0;
@@ -210,15 +215,21 @@ PYBIND11_MODULE(_mcoe, m) {
       .def_property(
           "prior", [](const Solver& s) { return py::make_tuple(s.prior.x_bar, s.prior.theta_bar, s.prior.H, s.prior.g); },
           [](Solver& s, const py::tuple& t) {
-            s.prior = Prior{t[0].cast<Vec>(), t[1].cast<Vec>(), t[2].cast<Mat>(), t[3].cast<Vec>()};
+            s.setPrior(Prior{t[0].cast<Vec>(), t[1].cast<Vec>(), t[2].cast<Mat>(), t[3].cast<Vec>()});
           })
       .def_property_readonly("N", &Solver::N)
       .def_property_readonly("ndx", &Solver::ndx)
       .def_property_readonly("nw", &Solver::nw)
       .def_property_readonly("ntheta", &Solver::ntheta)
-      .def_readwrite("xs", &Solver::xs)
-      .def_readwrite("ws", &Solver::ws)
-      .def_readwrite("theta", &Solver::theta)
+      .def_property(
+          "xs", [](const Solver& s) { return s.xs; },
+          [](Solver& s, const std::vector<Vec>& v) { s.xs = v; s.invalidate(); })
+      .def_property(
+          "ws", [](const Solver& s) { return s.ws; },
+          [](Solver& s, const std::vector<Vec>& v) { s.ws = v; s.invalidate(); })
+      .def_property(
+          "theta", [](const Solver& s) { return s.theta; },
+          [](Solver& s, const Vec& v) { s.theta = v; s.invalidate(); })
       .def_readonly("pi", &Solver::pi)
       .def_readonly("dtheta", &Solver::dtheta)
       .def_readonly("dx", &Solver::dx)

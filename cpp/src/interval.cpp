@@ -405,6 +405,13 @@ void IntervalModel::calcDiff(IntervalData& d, const Vec& x, const Vec& pi) const
   measure(d, x, true);
 }
 
+void IntervalModel::calcDiffAfterCalc(IntervalData& d, const Vec& x, const Vec& pi) const {
+  if (contact_frames_.empty()) forward(d, x, pi, true);  // without contacts calcDiff's forward differs (ABA derivatives)
+  dynamicsDiff(d, x);
+  kinematics(d, x, true);
+  measure(d, x, true);
+}
+
 void IntervalModel::velocityNoiseCovariance(const IntervalData& d, const Vec& torque_std, double floor_std,
                                             Mat& out) const {
   const Mat aj = d.da_dtau.rightCols(nj) * (dt * torque_std).asDiagonal();

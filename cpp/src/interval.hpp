@@ -44,6 +44,9 @@ class IntervalModel {
   std::unique_ptr<IntervalData> createData() const;
   void calc(IntervalData& d, const Vec& x, const Vec& pi) const;
   void calcDiff(IntervalData& d, const Vec& x, const Vec& pi) const;
+  // calcDiff on data that already holds calc(d, x, pi) (same x, pi, u, z): the forward dynamics are not repeated
+  // where calc and calcDiff evaluate them alike (rigid contacts)
+  void calcDiffAfterCalc(IntervalData& d, const Vec& x, const Vec& pi) const;
   // velocity-noise covariance from white joint-torque noise (after calcDiff), see Python velocity_noise_covariance
   void velocityNoiseCovariance(const IntervalData& d, const Vec& torque_std, double floor_std, Mat& out) const;
 

@@ -129,7 +129,13 @@ void Solver::setProblem(const std::vector<std::shared_ptr<const IntervalModel>>&
   prior = p;
   prior.H = sym(prior.H);
   allocate();
+  invalidate();
+}
+
+void Solver::invalidate() {
   linearized_ = false;
+  marg_valid_ = false;
+  for (Knot& kn : knots_) kn.linearized = kn.forward_ready = false;
 }
 
 void Solver::allocate() {
@@ -157,12 +163,15 @@ void Solver::setKnot(int k, const Vec& u, const Vec& z) {
   Knot& kn = knots_.at(k);
   if (u.size()) { kn.data->u = u; kn.trial->u = u; }
   if (z.size()) { kn.data->z = z; kn.trial->z = z; }
+  kn.linearized = kn.forward_ready = false;
   linearized_ = false;
+  marg_valid_ = false;
 }
 
 void Solver::setTorqueNoise(const Vec& torque_std, double floor_std) {
   torque_std_ = torque_std;
   floor_std_ = floor_std;
+  invalidate();
 }
 
 void Solver::setGuess(const std::vector<Vec>& xs_, const std::vector<Vec>& ws_, const Vec& theta_) {
@@ -170,7 +179,7 @@ void Solver::setGuess(const std::vector<Vec>& xs_, const std::vector<Vec>& ws_, 
   xs = xs_;
   ws = ws_.empty() ? std::vector<Vec>(N(), Vec::Zero(nv_)) : ws_;
   theta = theta_;
-  linearized_ = false;
+  invalidate();
 }
 
 // ------------------------------------------------------------------------------------------------ prior
@@ -202,9 +211,12 @@ double Solver::priorLinearize(const Vec& x0, const Vec& th, Vec& grad, Mat& hess
 void Solver::linearizeKnot(int k) {
   Knot& kn = knots_[k];
   IntervalData& d = *kn.data;
-  kn.model->calcDiff(d, xs[k], pi);
+  if (kn.forward_ready) kn.model->calcDiffAfterCalc(d, xs[k], pi);
+  else kn.model->calcDiff(d, xs[k], pi);
+  kn.forward_ready = false;
   kn.Rth.noalias() = d.Rp * dpi;
   kn.cost = 0.5 * d.r.squaredNorm();
+  kn.linearized = true;
   if (kn.terminal) return;
   kn.Fth.noalias() = d.Fp * dpi;
   const Vec& w = ws[k];
@@ -224,14 +236,16 @@ void Solver::linearizeKnot(int k) {
   kn.fbar.head(nv_).noalias() = kn.emat * kn.gap.head(nv_);
 }
 
-double Solver::calcDiff() {
+double Solver::calcDiff(bool reuse) {
   param_.pi(theta, pi);
   param_.jacobian(theta, dpi);
+  marg_valid_ = false;
   double cost = priorCost(xs[0], theta);
   const int n = N() + 1;
   std::vector<std::string> errors(n);
 #pragma omp parallel for schedule(static) num_threads(options.threads)
   for (int k = 0; k < n; ++k) {
+    if (reuse && knots_[k].linearized) continue;  // kept by a shift: linearised at this very point
     try {
       linearizeKnot(k);
     } catch (const std::exception& e) {
@@ -471,7 +485,7 @@ Result Solver::solve(int max_iter) {
   int it = 0;
   for (it = 0; it <= max_iter; ++it) {
     if (recalc) {
-      cost = calcDiff();
+      cost = calcDiff(it == 0);
       if (it == 0 && o.refresh_noise) refreshNoise(cost);
       gap_l1 = 0.0;
       gap_inf = 0.0;
@@ -483,6 +497,10 @@ Result Solver::solve(int max_iter) {
     }
     if (stop_requested_.load()) {  // the estimate is linearised (covariances), no further step
       res.status = "stopped";
+      break;
+    }
+    if (it == max_iter && !o.final_direction) {  // no direction at the returned point
+      arrival_hess_.resize(0, 0);
       break;
     }
     double d1 = 0.0, d2 = 0.0;
@@ -536,6 +554,12 @@ Result Solver::solve(int max_iter) {
       std::swap(xs, xs_try_);
       std::swap(ws, ws_try_);
       theta = theta_try_;
+      for (Knot& kn : knots_) {  // the trial data hold calc() at the new point: the next linearisation starts there
+        std::swap(kn.data, kn.trial);
+        kn.linearized = false;
+        kn.forward_ready = true;
+      }
+      marg_valid_ = false;
       hist.emplace_back(c_try, g_try);
       if (hist.size() > memory) hist.pop_front();
       recalc = true;
@@ -564,62 +588,86 @@ Result Solver::solve(int max_iter) {
 }
 
 // ------------------------------------------------------------------------------------------------ receding horizon
-void Solver::marginalizeKnot(const Knot& kn, const Vec& w, Mat& h, Vec& g) const {
-  // noise on the velocities S = [nv, 2 nv); the position rows Q = [0, nv) of the transition are constraints
-  const int nv = nv_, nth = param_.size(), ns = nv, m = ns + nth + ndx_;
+void Solver::marginalizeKnot(const Knot& kn, const Vec& w, Mat& h, Vec& g) {
+  // noise on the velocities S = [nv, 2 nv); the position rows Q = [0, nv) of the transition are constraints. In
+  // y = (dx_S, dtheta, dx'_Q, dx'_S) the old variables are dx_Q = Tq y + t0 (Tq zero on dx'_S), dx_S and dtheta are
+  // entries of y; the products below use that structure (the Python reference forms the dense maps).
+  const int nv = nv_, nth = param_.size(), ns = nv, nr = ns + nth, m = nr + ndx_, mc = nr + nv;
   const Mat& A = kn.A;
   const Mat& C = kn.C;
   const Vec& fbar = kn.fbar;
-  const Mat ainv = A.topLeftCorner(nv, nv).inverse();
-  Mat T = Mat::Zero(ndx_, m);
-  Vec t0 = Vec::Zero(ndx_);
-  T.bottomLeftCorner(ns, ns).setIdentity();
-  T.topLeftCorner(nv, ns) = -ainv * A.topRightCorner(nv, nv);
-  T.block(0, ns, nv, nth) = -ainv * C.topRows(nv);
-  T.block(0, ns + nth, nv, nv) = ainv;  // picks dx'_Q
-  t0.head(nv) = -ainv * fbar.head(nv);
-  Mat Z = Mat::Zero(ndx_ + nth, m);
-  Z.topRows(ndx_) = T;
-  Z.block(ndx_, ns, nth, nth).setIdentity();
-  Vec z0 = Vec::Zero(ndx_ + nth);
-  z0.head(ndx_) = t0;
-  Mat mw = -(A.bottomRows(nv) * T);
-  mw.middleCols(ns, nth) -= C.bottomRows(nv);
-  mw.middleCols(ns + nth + nv, nv).diagonal().array() += 1.0;
-  const Vec m0 = -fbar.tail(nv) - A.bottomRows(nv) * t0;
-  const Mat wm = kn.W * mw;
-  const Mat hy = Z.transpose() * h * Z + mw.transpose() * wm;
-  const Vec gy = Z.transpose() * (g + h * z0) + wm.transpose() * (w + m0);
-  const Mat huu = hy.topLeftCorner(ns, ns);
-  const Mat hur = hy.topRightCorner(ns, m - ns);
-  const Mat hrr = hy.bottomRightCorner(m - ns, m - ns);
-  Mat rhs(ns, 1 + m - ns);
-  rhs.col(0) = gy.head(ns);
-  rhs.rightCols(m - ns) = hur;
-  const Mat s = huu.partialPivLu().solve(rhs);
-  const Mat hr = hrr - hur.transpose() * s.rightCols(m - ns);
-  const Vec gr = gy.tail(m - ns) - hur.transpose() * s.col(0);
+  mk_ainv_ = A.topLeftCorner(nv, nv).inverse();
+  mk_tq_.resize(nv, mc);
+  mk_tq_.leftCols(ns).noalias() = -mk_ainv_ * A.topRightCorner(nv, nv);
+  mk_tq_.middleCols(ns, nth).noalias() = -mk_ainv_ * C.topRows(nv);
+  mk_tq_.rightCols(nv) = mk_ainv_;
+  mk_t0_.noalias() = -mk_ainv_ * fbar.head(nv);
+  // prior part: Z^T h Z on the first mc entries of y (h ordered (x_Q, x_S, theta): x_S, theta are contiguous)
+  mk_p_.resize(ndx_ + nth, mc);
+  mk_p_.noalias() = h.leftCols(nv) * mk_tq_;
+  mk_p_.leftCols(nr) += h.rightCols(nr);
+  mk_hy_.setZero(m, m);
+  mk_hy_.topLeftCorner(mc, mc).noalias() = mk_tq_.transpose() * mk_p_.topRows(nv);
+  mk_hy_.topLeftCorner(nr, mc) += mk_p_.bottomRows(nr);
+  mk_hz0_ = g;
+  mk_hz0_.noalias() += h.leftCols(nv) * mk_t0_;
+  mk_gy_.setZero(m);
+  mk_gy_.head(mc).noalias() = mk_tq_.transpose() * mk_hz0_.head(nv);
+  mk_gy_.head(nr) += mk_hz0_.tail(nr);
+  // noise part: w + dw = (w + m0) + Mw y with Mw the velocity rows of the transition solved for dw
+  const auto avq = A.bottomLeftCorner(nv, nv);
+  mk_mw_.resize(ns, m);
+  mk_mw_.leftCols(mc).noalias() = -avq * mk_tq_;
+  mk_mw_.leftCols(ns) -= A.bottomRightCorner(nv, nv);
+  mk_mw_.middleCols(ns, nth) -= C.bottomRows(nv);
+  mk_mw_.rightCols(nv).setIdentity();
+  mk_m0_ = w - fbar.tail(nv);
+  mk_m0_.noalias() -= avq * mk_t0_;
+  mk_lw_.noalias() = kn.W * mk_mw_;
+  mk_hy_.noalias() += mk_mw_.transpose() * mk_lw_;
+  mk_gy_.noalias() += mk_lw_.transpose() * mk_m0_;
+  // eliminate dx_S (Schur complement)
+  const auto huu = mk_hy_.topLeftCorner(ns, ns);
+  const auto hur = mk_hy_.topRightCorner(ns, m - ns);
+  mk_rhs_.resize(ns, 1 + m - ns);
+  mk_rhs_.col(0) = mk_gy_.head(ns);
+  mk_rhs_.rightCols(m - ns) = hur;
+  mk_s_ = huu.partialPivLu().solve(mk_rhs_);
+  mk_hr_ = mk_hy_.bottomRightCorner(m - ns, m - ns);
+  mk_hr_.noalias() -= hur.transpose() * mk_s_.rightCols(m - ns);
+  mk_gy_.tail(m - ns).noalias() -= hur.transpose() * mk_s_.col(0);
   // reorder (dtheta, dx') -> (dx', dtheta)
   h.resize(ndx_ + nth, ndx_ + nth);
   g.resize(ndx_ + nth);
-  h.topLeftCorner(ndx_, ndx_) = hr.bottomRightCorner(ndx_, ndx_);
-  h.topRightCorner(ndx_, nth) = hr.bottomLeftCorner(ndx_, nth);
-  h.bottomLeftCorner(nth, ndx_) = hr.topRightCorner(nth, ndx_);
-  h.bottomRightCorner(nth, nth) = hr.topLeftCorner(nth, nth);
-  g.head(ndx_) = gr.tail(ndx_);
-  g.tail(nth) = gr.head(nth);
+  h.topLeftCorner(ndx_, ndx_) = mk_hr_.bottomRightCorner(ndx_, ndx_);
+  h.topRightCorner(ndx_, nth) = mk_hr_.bottomLeftCorner(ndx_, nth);
+  h.bottomLeftCorner(nth, ndx_) = mk_hr_.topRightCorner(nth, ndx_);
+  h.bottomRightCorner(nth, nth) = mk_hr_.topLeftCorner(nth, nth);
+  g.head(ndx_) = mk_gy_.tail(ndx_);
+  g.tail(nth) = mk_gy_.segment(ns, nth);
 }
 
 Prior Solver::marginalPrior(int k, bool relinearize) {
+  if (!relinearize && marg_valid_ && k >= 1 && k <= static_cast<int>(marg_h_.size()))
+    return Prior{xs[k], theta, sym(marg_h_[k - 1]), marg_g_[k - 1]};  // stored by terminalCovariance
+  return marginalRecursion(k, relinearize, false);
+}
+
+Prior Solver::marginalRecursion(int k, bool relinearize, bool store) {
   if (relinearize) {
     param_.pi(theta, pi);
     param_.jacobian(theta, dpi);
+    marg_valid_ = false;
   }
   Vec g;
   Mat h;
   priorLinearize(xs[0], theta, g, h);
   const int nth = param_.size();
   Mat jr;
+  if (store) {
+    marg_h_.resize(k);
+    marg_g_.resize(k);
+  }
   for (int j = 0; j < k; ++j) {
     if (relinearize) linearizeKnot(j);
     const Knot& kn = knots_[j];
@@ -629,13 +677,19 @@ Prior Solver::marginalPrior(int k, bool relinearize) {
     h.noalias() += jr.transpose() * jr;
     g.noalias() += jr.transpose() * kn.data->r;
     marginalizeKnot(kn, ws[j], h, g);
+    if (store) {
+      marg_h_[j] = h;
+      marg_g_[j] = g;
+    }
   }
+  if (store) marg_valid_ = true;
   return Prior{xs[k], theta, sym(h), g};
 }
 
 Mat Solver::terminalCovariance() {
   const int n = N(), nth = param_.size();
-  const Prior p = marginalPrior(n, false);
+  // at the current linearisation; the marginals of every prefix are kept for the next shift
+  const Prior p = marginalRecursion(n, false, true);
   // the prior's linearisation at its own mean is its Hessian (d(x ⊖ x)/dx = 1)
   Mat hess = p.H;
   const Knot& kn = knots_[n];
@@ -649,6 +703,7 @@ Mat Solver::terminalCovariance() {
 double Solver::pinocchioFloor() {
   const int threads = options.threads;
   options.threads = 1;
+  for (Knot& kn : knots_) kn.forward_ready = false;  // time the full linearisation
   pinTiming() = true;
   pinTime() = 0.0;
   try {
@@ -696,6 +751,7 @@ void Solver::shift(int k, const std::vector<std::shared_ptr<const IntervalModel>
         Knot kn = std::move(pool[i]);
         pool.erase(pool.begin() + static_cast<long>(i));
         kn.terminal = terminal_;
+        kn.linearized = kn.forward_ready = false;
         kn.W = terminal_ ? Mat(Mat::Identity(nv_, nv_)) : Mat(noise_info.asDiagonal());
         return kn;
       }
@@ -716,7 +772,10 @@ void Solver::shift(int k, const std::vector<std::shared_ptr<const IntervalModel>
   ws = std::move(ws_new);
   rolloutGuess(n_old - k);
   if (static_cast<int>(Vx_.size()) != N() + 1) allocate();
+  // the kept knots keep their linearisation (same states, noises, theta and inputs): the next solve's first
+  // linearisation only evaluates the new ones
   linearized_ = false;
+  marg_valid_ = false;
 }
 
 }  // namespace mcoe

@@ -34,6 +34,9 @@ struct Options {
   int nonmonotone_memory = 2;
   double nu_init = 1.0;
   bool refresh_noise = true;
+  // compute the direction at the returned point when the budget is spent (only the convergence flag and the arrival
+  // Hessian use it); false: a real-time iteration saves that backward pass
+  bool final_direction = true;
   int threads = 1;
 };
 
@@ -62,6 +65,8 @@ struct Knot {
   Vec gw, y_try, c_try, next;
   Mat jd0, jd1, emat, g;
   bool terminal = false;
+  bool forward_ready = false;  // data holds calc() at (xs[k], pi) (the accepted trial): calcDiff skips the forward
+  bool linearized = false;     // data/A/C/fbar/gap/Fth/Rth/cost hold the linearisation at (xs[k], xs[k+1], ws[k], theta)
   double cost = 0.0;           // measurement + noise cost of the last evaluation
   double trial_cost = 0.0, trial_gap = 0.0;
 };
@@ -85,7 +90,8 @@ class Solver {
   int ndx() const { return ndx_; }
   int nw() const { return nv_; }
   int ntheta() const { return param_.size(); }
-  Prior prior;
+  Prior prior;  // read freely; change it with setPrior (the stored marginals depend on it)
+  void setPrior(const Prior& p) { prior = p; marg_valid_ = false; }
   Options options;
 
   // ---- solver
@@ -95,7 +101,11 @@ class Solver {
   void requestStop() { stop_requested_.store(true); }
   void clearStop() { stop_requested_.store(false); }
   bool stopRequested() const { return stop_requested_.load(); }
-  double calcDiff();                      // linearise at the current estimate; returns the total cost
+  // linearise at the current estimate; returns the total cost. reuse: knots whose linearisation is still that of the
+  // current point (kept by a shift) are not linearised again
+  double calcDiff(bool reuse = false);
+  // forget every linearisation and the stored marginals (after xs / ws / theta / prior were changed from outside)
+  void invalidate();
   void computeDirection(double reg, double& d1, double& d2, std::string& method);
   double tryStep(double alpha, double& gap_l1);
   void shift(int k, const std::vector<std::shared_ptr<const IntervalModel>>& running,
@@ -125,7 +135,8 @@ class Solver {
   void rolloutGuess(int start);
   void refreshNoise(double& cost);
   Knot makeKnot(const std::shared_ptr<const IntervalModel>& m, const Vec& noise_info, bool terminal);
-  void marginalizeKnot(const Knot& knot, const Vec& w, Mat& h, Vec& g) const;
+  void marginalizeKnot(const Knot& knot, const Vec& w, Mat& h, Vec& g);
+  Prior marginalRecursion(int k, bool relinearize, bool store);
   // state manifold (free flyer + joints) of the first model
   void integrate(const Eigen::Ref<const Vec>& x, const Eigen::Ref<const Vec>& dx, Eigen::Ref<Vec> out) const;
   void difference(const Eigen::Ref<const Vec>& x0, const Eigen::Ref<const Vec>& x1, Eigen::Ref<Vec> out) const;
@@ -147,6 +158,14 @@ class Solver {
   Vec arrival_grad_, prior_grad_;
   Mat prior_hess_;
   bool linearized_ = false;  // the knots hold the linearisation of (xs, ws, theta)
+  // forward marginalisation (h, g) after knots 0..j-1, j = 1..size, at the current linearisation (terminalCovariance
+  // stores them; the next shift takes its prior from them instead of repeating the recursion)
+  std::vector<Mat> marg_h_;
+  std::vector<Vec> marg_g_;
+  bool marg_valid_ = false;
+  // marginalizeKnot scratch (sized on first use)
+  Mat mk_ainv_, mk_tq_, mk_p_, mk_hy_, mk_mw_, mk_lw_, mk_rhs_, mk_s_, mk_hr_;
+  Vec mk_t0_, mk_gy_, mk_m0_, mk_hz0_;
   std::atomic<bool> stop_requested_{false};
 };
 

@@ -204,6 +204,34 @@ class ProblemBuilder:
         """New problem over the window (base at ``position``, payload prior (theta, information)) and its state
         guesses from the sensors; ``base``: per knot (position m, linear velocity m/s, world axes) guesses of the
         base instead (e.g. the input-rate odometry), orientation and joints still from the sensors."""
+        running, terminal, inputs, prior, xs = self.fresh_parts(knots, position, theta, theta_info, base)
+        return self.problem(running, terminal, inputs, prior), xs
+
+    def problem(
+        self,
+        running: Sequence[MultibodyIntervalModel],
+        terminal: MultibodyIntervalModel,
+        inputs: Sequence[tuple[np.ndarray, np.ndarray]],
+        prior: ArrivalPrior,
+    ) -> EstimationProblem:
+        """The Python problem of :meth:`fresh_parts`' models, inputs (N+1 (u, z)) and prior."""
+        param = self.parameters.parametrization
+        problem = EstimationProblem(running, terminal, prior, param, self.noise_info, self.noise_dims, self.noise_model)
+        for k, (u, z) in enumerate(inputs):
+            problem.set_knot(k, u, z)
+        return problem
+
+    def fresh_parts(
+        self,
+        knots: Sequence[GridKnot],
+        position: np.ndarray,
+        theta: np.ndarray,
+        theta_info: np.ndarray,
+        base: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
+    ) -> tuple[list, MultibodyIntervalModel, list, ArrivalPrior, list[np.ndarray]]:
+        """(running models, terminal model, inputs (N+1 (u, z)), arrival prior, state guesses) of
+        :meth:`fresh_problem` without building the Python problem (whose per-knot data the compiled solver does not
+        use)."""
         xs = [self.initial_state(k, position) for k in knots]
         if base is not None:
             nq = self.robot.nq
@@ -212,13 +240,14 @@ class ProblemBuilder:
                 rot = pin.Quaternion(q[3], q[0], q[1], q[2]).toRotationMatrix()
                 x[:3], x[nq : nq + 3] = p, rot.T @ v
         running, terminal = self.phase_models(knots, None)
-        ndx = 2 * self.robot.nv
-        prior = ArrivalPrior.independent(xs[0], self.arrival_info, ndx, theta, theta_info)
-        param = self.parameters.parametrization
-        problem = EstimationProblem(running, terminal, prior, param, self.noise_info, self.noise_dims, self.noise_model)
-        for k, knot in enumerate(knots):
-            problem.set_knot(k, *self.knot_inputs(knot, problem.knots[k].model))
-        return problem, xs
+        prior = self.arrival_prior(xs[0], theta, theta_info)
+        inputs = [self.knot_inputs(k, m) for k, m in zip(knots, [*running, terminal], strict=True)]
+        return running, terminal, inputs, prior, xs
+
+    def arrival_prior(self, x0: np.ndarray, theta: np.ndarray, theta_info: np.ndarray) -> ArrivalPrior:
+        """The arrival prior of a problem built from scratch: x0 with the configured arrival information, the payload
+        belief (theta, information), independent."""
+        return ArrivalPrior.independent(x0, self.arrival_info, 2 * self.robot.nv, theta, theta_info)
 
     def shift_arguments(self, knots: Sequence[GridKnot], k: int) -> tuple:
         """(running, terminal, inputs, terminal_input) for :meth:`mcoe_ros.ocp.solver.MCOESolver.shift` by the k

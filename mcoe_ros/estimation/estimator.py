@@ -52,6 +52,12 @@ from mcoe_ros.payload.online import OnlinePayloadRls
 COMPILED_THREADS = 1
 MAX_PAYLOAD_MASS = 200.0  #: kg; a solve claiming more is treated as diverged
 REBUILD_ITERATIONS = 3  #: at least this many for a warm rebuild (a new problem, but warm: not max_iterations_cold)
+#: None: a cold start runs its max_iterations_cold in one tick. A number: they are spread over ticks, at most this
+#: many per tick (a bounded tick): the window shifts between them like a warm tick, keeping the prior of a problem
+#: built from scratch, and nothing is published until the budget is spent or the solve converged (``warmup_ticks``
+#: in diagnostics). Off by default: with 2 on the sample bag the ATE went from 1.20 to 1.33 cm and the cost-outlier
+#: check held 2 ticks (docs/performance.md, run 6)
+COLD_ITERATIONS_PER_TICK: int | None = None
 #: solve sanity (against the recent good solves): a cost above COST_OUTLIER times their median (and above
 #: COST_FLOOR) is an outlier; the payload mass may move by at most max(MASS_STEP_MIN, MASS_STEP_SIGMAS sigma_m)
 #: per tick, sigma_m the previous estimate's mass std, doubled for every consecutive held tick (so a real
@@ -80,6 +86,7 @@ class Counters:
     skipped: int = 0  #: due ticks never solved because a newer window was solved instead
     rebuilt: int = 0  #: warm rebuilds (a tick more than a window after the previous solve)
     deadline_misses: int = 0  #: solves stopped by solver.time_budget
+    warmup: int = 0  #: ticks of a cold start that iterated without publishing (see COLD_ITERATIONS_PER_TICK)
     iterations: list = None  #: iterations of every successful solve
     solve_times: list = None  #: wall time of every tick, s
 
@@ -134,6 +141,7 @@ class Estimator:
             max_time=sol.time_budget or None,
             tol_stop=1e-9,
             tol_gap=1e-8,
+            final_direction=False,  # the convergence flag of a real-time iteration is not worth a backward pass
         )
         self.cold_iterations = int(sol.max_iterations_cold)
         if sol.backend not in ("auto", "python", "compiled"):
@@ -164,6 +172,7 @@ class Estimator:
         self.propagator = Propagator(robot, noise.accelerometer, noise.gyro, noise.foot_velocity)
         self.last_status = "waiting for data"
         self._knots_at_last_solve = 0
+        self._warmup_left = 0  #: iterations of a cold start still to run on the next ticks
         self._restarted = False
         self._generation = 0  #: incremented by reset_payload
 
@@ -327,32 +336,46 @@ class Estimator:
         if self.last_position is None:
             position[2] = self.builder.standing_height(knots[0])
         base = self.propagator.states_at([k.t for k in knots]) if self.last_position is not None else None
-        problem, xs = self.builder.fresh_problem(knots, position, self.theta, self.theta_info, base)
-        solver = self._new_solver(problem)
+        parts = self.builder.fresh_parts(knots, position, self.theta, self.theta_info, base)
+        solver = self._new_solver(*parts[:4])
         guess = self.theta.copy()
         if self.rls_pi is not None:  # RLS warm start of the payload body (oe+rls)
             guess[:10] = self.param.parts[0].theta(self.rls_pi)
-        solver.set_guess(xs, None, guess)
+        solver.set_guess(parts[4], None, guess)
         return solver
 
-    def _new_solver(self, problem) -> MCOESolver | compiled.CompiledSolver:
-        """The configured solver backend on ``problem`` (see SolverConfig.backend)."""
+    def _new_solver(self, running, terminal, inputs, prior) -> MCOESolver | compiled.CompiledSolver:
+        """The configured solver backend on the problem of these models, inputs (N+1 (u, z)) and arrival prior (see
+        SolverConfig.backend); the compiled solver is built without the Python problem."""
         backend = self.config.solver.backend
+        builder = self.builder
         if backend != "python":
-            reason = compiled.unsupported_problem(problem, self.options) if compiled.available() else "not built"
+            if compiled.available():
+                velocity_noise = builder.noise_dims is not None
+                reason = compiled.unsupported_models([*running, terminal], self.options, velocity_noise)
+            else:
+                reason = "not built"
             if reason is None:
                 if self._compiled_models is None:
                     self._compiled_models = compiled.CompiledModels(self.robot)
-                torque = self.builder.torque_noise
-                solver = compiled.CompiledSolver(
-                    problem, replace(self.options), torque, self._compiled_models, threads=COMPILED_THREADS
+                solver = compiled.CompiledSolver.from_models(
+                    running,
+                    terminal,
+                    inputs,
+                    prior,
+                    self.param,
+                    builder.noise_info,
+                    replace(self.options),
+                    builder.torque_noise,
+                    self._compiled_models,
+                    threads=COMPILED_THREADS,
                 )
                 if self.stop_event.is_set():
                     solver.request_stop()
                 return solver
             if backend == "compiled":
                 raise ValueError(f"solver.backend: the compiled solver cannot run this problem ({reason})")
-        solver = MCOESolver(problem, replace(self.options))
+        solver = MCOESolver(builder.problem(running, terminal, inputs, prior), replace(self.options))
         solver.stop_event = self.stop_event
         return solver
 
@@ -364,6 +387,7 @@ class Estimator:
         self._knots_at_last_solve = tick.n_created
         if tick.restarted:
             self.solver = None
+        warming = self._warmup_left > 0 and self.solver is not None  # a cold start still converging
         t_wall = time.perf_counter()
         try:
             # more than a window since the previous solve (a slow machine): rebuild the problem, warm from the
@@ -374,9 +398,15 @@ class Estimator:
                 self.solver = self._fresh_solver(knots)
                 self.counters.rebuilt += rebuild
                 cold = not rebuild
+                warming = False
+                self._warmup_left = self.cold_iterations if cold else 0
             else:
                 running, terminal, inputs, terminal_input = self.builder.shift_arguments(knots, new_knots)
                 self.solver.shift(new_knots, running, terminal, inputs, terminal_input, self.builder.noise_info)
+                if warming:  # not converged yet: the dropped knots' linearisation is not marginalised into the
+                    # prior, the window keeps the prior of a problem built from scratch (warm-started)
+                    prior = self.builder.arrival_prior(self.solver.xs[0], self.theta, self.theta_info)
+                    self.solver.problem.prior = prior
                 par = self.parameters
                 if par.bias_indices.size:  # sensor-bias random walk over the dropped knots' time
                     prior = self.solver.problem.prior
@@ -385,13 +415,18 @@ class Estimator:
                     )
             solver = self.solver  # this tick's solver (reset_payload may drop self.solver meanwhile)
             iterations = self.options.max_iter
-            if cold:
-                iterations = self.cold_iterations
+            spread = COLD_ITERATIONS_PER_TICK
+            if cold or warming:  # the cold start's budget (spread over ticks)
+                iterations = min(self._warmup_left, max(spread or self._warmup_left, iterations))
             elif rebuild:
                 iterations = max(iterations, REBUILD_ITERATIONS)
             result = solver.solve(max_iter=iterations)
             if result.status == "stopped" or self.stop_event.is_set():
                 return None
+            if cold or warming:
+                done = result.converged or spread is None
+                self._warmup_left = 0 if done else max(self._warmup_left - max(result.iterations, 1), 0)
+            cold = cold or warming  # the cost of a cold start includes its initial transient
             failure = self._check(result) or self._implausible(result, cold)
         except (np.linalg.LinAlgError, FloatingPointError) as err:
             result, failure = None, f"solver error: {err}"
@@ -400,6 +435,7 @@ class Estimator:
         self.counters.ticks += 1
         self.last_time = knots[-1].t + (self.epoch or 0.0)
         if failure:
+            self._warmup_left = 0
             self.counters.held += 1
             self._held_in_row += 1
             self.last_status = f"holding last good estimate ({failure})"
@@ -412,6 +448,10 @@ class Estimator:
             self.solver = None
             return None
         self.counters.iterations.append(result.iterations)
+        if self._warmup_left > 0 and result.status != "max_time":  # converging: nothing to publish yet
+            self.counters.warmup += 1
+            self.last_status = "converging (cold start)"
+            return None
         est = self._estimate(solver, result, knots[-1], elapsed)
         missed_deadline = result.status == "max_time"
         if missed_deadline:
@@ -599,6 +639,7 @@ class Estimator:
             "skipped_ticks": c.skipped,
             "rebuilt_ticks": c.rebuilt,
             "deadline_misses": c.deadline_misses,
+            "warmup_ticks": c.warmup,
             "odom_correction_last_mm": f"{1e3 * prop.correction:.2f}",
             "odom_correction_p95_mm": f"{1e3 * np.percentile(corrections, 95):.2f}",
         }

@@ -234,15 +234,26 @@ class CompiledProblem:
 
 def unsupported_problem(problem: EstimationProblem, options: SolverOptions) -> str | None:
     """Why a problem / options pair cannot use the compiled solver (None if it can)."""
+    nv = problem.ndx // 2
+    velocity_noise = not problem.full_noise and np.array_equal(problem.noise_dims, np.arange(nv, 2 * nv))
+    return unsupported_models([k.model for k in problem.knots], options, velocity_noise)
+
+
+def unsupported_models(models: Sequence, options: SolverOptions, velocity_noise: bool) -> str | None:
+    """Why interval models (running and terminal) / options / a noise model (on the velocities or not) cannot use
+    the compiled solver (None if they can)."""
     if options.rollout != "multiple":
         return f"rollout {options.rollout!r}"
-    nv = problem.ndx // 2
-    if problem.full_noise or not np.array_equal(problem.noise_dims, np.arange(nv, 2 * nv)):
+    if not velocity_noise:
         return "process noise not on the velocities"
-    for knot in problem.knots:
-        if not isinstance(knot.model, MultibodyIntervalModel):
+    seen = set()
+    for model in models:
+        if id(model) in seen:  # the models are shared per contact phase
+            continue
+        seen.add(id(model))
+        if not isinstance(model, MultibodyIntervalModel):
             return "non-multibody interval model"
-        reason = unsupported(knot.model)
+        reason = unsupported(model)
         if reason:
             return reason
     return None
@@ -265,16 +276,52 @@ class CompiledSolver:
         models: CompiledModels | None = None,
         threads: int = 1,
     ):
-        _require()
-        self.options = options = options or SolverOptions()
+        options = options or SolverOptions()
         reason = unsupported_problem(problem, options)
         if reason:
             raise ValueError(f"the compiled solver does not support this problem: {reason}")
-        robot = problem.knots[0].model.robot
-        self.models = models or CompiledModels(robot)
-        self.param = problem.param
+        noise_info = np.diag(problem.knots[0].W).copy() if problem.N else np.ones(problem.nw)
+        inputs = [(k.data.u, k.data.z) for k in problem.knots]
+        models_ = [k.model for k in problem.knots]
+        parts = (models_[:-1], models_[-1], inputs, problem.prior, problem.param, noise_info)
+        self._build(*parts, options, torque_noise, models, threads)
+
+    @classmethod
+    def from_models(
+        cls,
+        running: Sequence[MultibodyIntervalModel],
+        terminal: MultibodyIntervalModel,
+        inputs: Sequence[tuple[np.ndarray, np.ndarray]],
+        prior: ArrivalPrior,
+        param,
+        noise_info: np.ndarray,
+        options: SolverOptions | None = None,
+        torque_noise: tuple[np.ndarray, float] | None = None,
+        models: CompiledModels | None = None,
+        threads: int = 1,
+    ) -> CompiledSolver:
+        """The solver of the problem ``EstimationProblem(running, terminal, prior, param, noise_info, velocities)``
+        with knot inputs ``inputs`` (N+1 (u, z)), without building that Python problem (its per-knot data are what
+        a cold start spends most of its Python time on, and the compiled solver does not use them). ``noise_info``:
+        (nv,) diagonal information of the velocity noise."""
+        options = options or SolverOptions()
+        reason = unsupported_models([*running, terminal], options, velocity_noise=True)
+        if reason:
+            raise ValueError(f"the compiled solver does not support this problem: {reason}")
+        self = cls.__new__(cls)
+        noise_info = np.asarray(noise_info, dtype=float).copy()
+        self._build(running, terminal, inputs, prior, param, noise_info, options, torque_noise, models, threads)
+        return self
+
+    def _build(
+        self, running, terminal, inputs, prior, param, noise_info, options, torque_noise, models, threads
+    ) -> None:
+        _require()
+        self.options = options
+        self.param = param
+        self.models = models or CompiledModels(terminal.robot)
         self._cpp = _mcoe.Solver(
-            compiled_parametrization(problem.param),
+            compiled_parametrization(self.param),
             arrival=options.arrival,
             rank_tol=options.rank_tol,
             max_iter=options.max_iter,
@@ -283,23 +330,23 @@ class CompiledSolver:
             tol_gap=options.tol_gap,
             refresh_noise=options.refresh_noise,
             threads=int(threads),
+            final_direction=options.final_direction,
         )
-        self.noise_info = np.diag(problem.knots[0].W).copy() if problem.N else np.ones(problem.nw)
-        prior = problem.prior
+        self.noise_info = noise_info
         self._cpp.set_problem(
-            [self.models(k.model) for k in problem.knots[:-1]],
-            self.models(problem.knots[-1].model),
+            [self.models(m) for m in running],
+            self.models(terminal),
             prior.x_bar,
             prior.theta_bar,
             prior.hessian,
             prior.gradient,
             self.noise_info,
         )
-        for k, knot in enumerate(problem.knots):
-            self._cpp.set_knot(k, knot.data.u, knot.data.z)
+        for k, (u, z) in enumerate(inputs):
+            self._cpp.set_knot(k, _vec(u), _vec(z))
         if torque_noise is not None:
             self._cpp.set_torque_noise(np.asarray(torque_noise[0], dtype=float), float(torque_noise[1]))
-        self.problem = CompiledProblem(self._cpp, problem.state, problem.param)
+        self.problem = CompiledProblem(self._cpp, terminal.state, self.param)
 
     # ------------------------------------------------------------------ estimate
     @property

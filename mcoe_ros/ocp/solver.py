@@ -80,6 +80,11 @@ class SolverOptions:
     nonmonotone_memory: int = 2
     nu_init: float = 1.0
     refresh_noise: bool = True  #: re-evaluate a state-dependent noise model at the first linearisation of a solve
+    #: when the iteration budget is spent, still compute the direction at the returned point (the convergence flag
+    #: and ``arrival_hessian`` need it; the returned estimate and its linearisation do not): False saves a backward
+    #: pass per solve (the estimator's real-time iteration), the result then has converged=False and no
+    #: arrival_hessian unless it converged earlier
+    final_direction: bool = True
 
 
 @dataclass
@@ -305,6 +310,9 @@ class MCOESolver:
                 gap_inf = float(np.abs(gaps).max()) if gaps.size else 0.0
                 if not hist:
                     hist.append((cost, gap_l1))
+            if it == max_iter and not o.final_direction:
+                self.step = None  # no direction at the returned point
+                break
             try:
                 step, d1, d2 = self.compute_direction(reg)
             except FactorizationError:

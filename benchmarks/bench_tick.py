@@ -1,0 +1,103 @@
+"""Estimator tick time before / after, side by side: the sample bag replayed through the estimator (compiled backend,
+default configuration) by two source trees, alternately, ``--repeats`` times each.
+
+Each run is a fresh process (``PYTHONPATH`` = the tree, its own ``mcoe_ros._mcoe``) feeding the first ``--seconds``
+of the bag through :class:`mcoe_ros.io.feed.SensorFeed` as the replay does; it reports the tick (``Estimator.solve``)
+wall times: p50 / p99 / max over all ticks and over the warm ticks (not the first ``--cold-ticks``), and the replay
+speed. The table gives, per tree, the median and the best over the repeats, and the after / before ratios.
+
+Run: python benchmarks/bench_tick.py --before /path/to/old/tree [--after .] [--seconds 2] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+CHILD = r"""
+import json, sys, time
+import numpy as np
+from mcoe_ros.io.bag import bag_topics, iter_messages
+from mcoe_ros.io.feed import SensorFeed
+from mcoe_ros.multibody import compiled
+seconds, cold = float(sys.argv[1]), int(sys.argv[2])
+sample = sys.argv[3]
+t_start = time.perf_counter()
+feed = SensorFeed()
+startup = time.perf_counter() - t_start
+topic = next(n for n, i in bag_topics(sample).items() if i.msgtype.endswith("LowState"))
+t0, wall = None, time.perf_counter()
+for _, t_ns, msg in iter_messages(sample, [topic]):
+    t0 = t_ns if t0 is None else t0
+    if (t_ns - t0) * 1e-9 > seconds:
+        break
+    feed.low_state(msg, t_ns * 1e-9)
+    feed.poll()
+wall = time.perf_counter() - wall
+est = feed.estimator
+assert isinstance(est.solver, compiled.CompiledSolver)
+t = np.array(est.counters.solve_times)
+w = t[cold:]
+print(json.dumps({"ticks": int(t.size), "p50": float(np.percentile(t, 50)), "p99": float(np.percentile(t, 99)),
+                  "max": float(t.max()), "warm_p50": float(np.percentile(w, 50)),
+                  "warm_p99": float(np.percentile(w, 99)), "speed": seconds / wall, "startup": startup}))
+"""
+
+
+def run(tree: str, seconds: float, cold: int, sample: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(tree), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(seconds), str(cold), sample],
+        env=env,
+        cwd=os.path.abspath(tree),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--before", required=True, help="source tree of the old version (with its built extension)")
+    ap.add_argument("--after", default=".", help="source tree of the new version")
+    ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--cold-ticks", type=int, default=5, help="ticks left out of the warm columns")
+    args = ap.parse_args()
+    sample = os.path.join(os.path.abspath(args.after), "mcoe_ros", "data", "go1_sample")
+    print("uptime:", os.popen("uptime").read().strip())
+    runs = {"before": [], "after": []}
+    for _ in range(args.repeats):
+        for name in ("before", "after"):
+            runs[name].append(run(getattr(args, name), args.seconds, args.cold_ticks, sample))
+    print("uptime after:", os.popen("uptime").read().strip())
+    keys = ("p50", "p99", "max", "warm_p50", "warm_p99")
+    print(
+        f"\n{args.seconds:g} s of the sample bag, {runs['after'][0]['ticks']} ticks per run, {args.repeats} runs each"
+    )
+    print("| tick (ms) | " + " | ".join(keys) + " | replay speed (x real time) |")
+    print("|---|" + "---|" * (len(keys) + 1))
+    table = {}
+    for name in ("before", "after"):
+        for stat, fn in (("median", np.median), ("best", np.min)):
+            vals = [fn([r[k] for r in runs[name]]) for k in keys]
+            speed = (np.median if stat == "median" else np.max)([r["speed"] for r in runs[name]])
+            table[name, stat] = vals
+            cells = " | ".join(f"{1e3 * v:.1f}" for v in vals)
+            print(f"| {name}, {stat} of {args.repeats} | {cells} | {speed:.2f} |")
+    for stat in ("median", "best"):
+        ratios = [a / b for a, b in zip(table["after", stat], table["before", stat], strict=True)]
+        print(f"| after / before ({stat}) | " + " | ".join(f"{r:.2f}" for r in ratios) + " | |")
+    print(
+        "\nper run (ms): " + json.dumps({n: [[round(1e3 * r[k], 1) for k in keys] for r in v] for n, v in runs.items()})
+    )
+
+
+if __name__ == "__main__":
+    main()
