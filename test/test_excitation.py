@@ -94,3 +94,16 @@ def test_guard_bound_leaves_results_inside_the_bounds_untouched():
 
     res = Result()
     assert guard.bound(None, res) is res and guard.clipped == 0
+
+
+def test_imu_bias_prior_is_carried_from_window_to_window():
+    """The bias states keep a memory longer than one window: the arrival prior after several shifts holds more
+    information on them (marginalised knots) than the initial prior, less the random-walk growth."""
+    feed = _run({"actuator.enabled": False, "imu_bias.enabled": True}, n_estimates=6)
+    est = feed.estimator
+    idx = est.parameters.bias_indices
+    prior = est.solver.problem.prior
+    ndx = len(prior.hessian) - len(prior.theta_bar)
+    cov = np.linalg.inv(prior.hessian)[ndx + idx][:, ndx + idx]
+    initial = 1.0 / np.diag(est.parameters.prior_info)[idx]
+    assert np.all(np.diag(cov) < initial)
