@@ -113,7 +113,7 @@ class ActuatorConfig:
     the bounds physical maxima; windows without joint motion do not update them
     (:mod:`mcoe_ros.estimation.excitation`)."""
 
-    enabled: bool = False
+    enabled: bool = True  #: on by default: docs/realism.md (a real Go1 has these losses)
     grouping: str = "type"
     coulomb_smoothing: float = 0.05  #: rad/s
     prior_viscous: float = 1.0  #: prior median, N m s/rad
