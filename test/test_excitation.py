@@ -61,17 +61,18 @@ def _run(overrides: dict, n_estimates: int = 5) -> SensorFeed:
     return feed
 
 
-def test_unexcited_windows_keep_the_actuator_parameters_at_their_prior():
+@pytest.mark.parametrize("backend", ["python", "auto"])  # auto: the compiled solver when the extension is built
+def test_unexcited_windows_keep_the_actuator_parameters_at_their_prior(backend):
     """An excitation threshold no window reaches freezes every solve: the parameters stay at the prior medians;
     without the gate the same data move them."""
-    frozen = _run({"actuator.min_excitation": 1e3})
+    frozen = _run({"actuator.min_excitation": 1e3, "solver.backend": backend})
     guard = frozen.estimator.actuator_guard
     assert guard.frozen == guard.solves > 0
     est = frozen.estimator.last_good
     prior = np.repeat([1.0, 0.2, 0.01], 3)
     np.testing.assert_allclose(est.actuator[0], prior, rtol=1e-3)
     assert frozen.diagnostics().key_values()["actuator_frozen_solves"] == f"{guard.solves} of {guard.solves}"
-    free = _run({"actuator.min_excitation": 0.0})
+    free = _run({"actuator.min_excitation": 0.0, "solver.backend": backend})
     assert free.estimator.actuator_guard.frozen == 0
     assert np.max(np.abs(np.log(free.estimator.last_good.actuator[0] / prior))) > 1e-2
 
