@@ -108,13 +108,3 @@ def test_imu_bias_prior_is_carried_from_window_to_window():
     cov = np.linalg.inv(prior.hessian)[ndx + idx][:, ndx + idx]
     initial = 1.0 / np.diag(est.parameters.prior_info)[idx]
     assert np.all(np.diag(cov) < initial)
-
-
-def test_accelerometer_bias_is_held_while_the_robot_moves():
-    """accelerometer_still_only with every window counted as moving (threshold 0): the accelerometer bias stays at
-    its prior (0), the gyro bias is still identified; the default updates both."""
-    over = {"imu_bias.enabled": True, "actuator.min_excitation": 0.0}
-    held = _run({**over, "imu_bias.accelerometer_still_only": True}).estimator.last_good.imu_bias[0]
-    assert np.abs(held[3:]).max() < 1e-3 and np.abs(held[:3]).max() > 1e-5
-    free = _run(over).estimator.last_good.imu_bias[0]
-    assert np.abs(free[3:]).max() > 1e-2

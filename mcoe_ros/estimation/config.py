@@ -137,9 +137,6 @@ class ImuBiasConfig:
     accelerometer_prior_std: float = 0.1  #: m/s^2
     gyro_random_walk: float = 1e-3  #: rad/s/sqrt(s)
     accelerometer_random_walk: float = 1e-2  #: m/s^2/sqrt(s)
-    #: update the accelerometer bias only in windows without joint motion (below actuator.min_excitation: a
-    #: stand-still calibration) and hold it while the robot moves (needs the actuator model's gate)
-    accelerometer_still_only: bool = False
 
 
 @dataclass(frozen=True)

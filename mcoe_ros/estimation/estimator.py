@@ -132,11 +132,7 @@ class Estimator:
             act, n_groups = config.actuator, self.parameters.actuator.n_groups
             upper = np.repeat([act.max_viscous, act.max_coulomb, act.max_rotor_inertia], n_groups)
             indices = np.arange(self.parameters.layout.actuator.start, self.parameters.layout.actuator.stop)
-            acc = self.parameters.layout.acc
-            still = (
-                np.arange(acc.start, acc.stop) if acc is not None and config.imu_bias.accelerometer_still_only else None
-            )
-            self.actuator_guard = ActuatorGuard(indices, upper, act.min_excitation, still)
+            self.actuator_guard = ActuatorGuard(indices, upper, act.min_excitation)
         self.prior_theta_info = self.parameters.prior_info
         sol = config.solver
         self.options = SolverOptions(

@@ -52,18 +52,13 @@ class ActuatorGuard:
     """Runs a solve with the gate and bounds of the module docstring.
 
     ``indices``: positions of log p in theta; ``upper``: (n,) upper bounds of p (same order);
-    ``min_excitation``: rad/s (0 disables the gate); ``still_only``: positions in theta updated only by windows
-    below the threshold, anchored in the others (the accelerometer bias calibrated at stand-still and held while the
-    robot moves, ``imu_bias.accelerometer_still_only``). Counts ``frozen`` / ``solves`` / ``clipped``.
+    ``min_excitation``: rad/s (0 disables the gate). Counts ``frozen`` / ``solves`` / ``clipped``.
     """
 
-    def __init__(
-        self, indices: np.ndarray, upper: np.ndarray, min_excitation: float, still_only: np.ndarray | None = None
-    ):
+    def __init__(self, indices: np.ndarray, upper: np.ndarray, min_excitation: float):
         self.indices = np.asarray(indices, dtype=int)
         self.log_upper = np.log(np.asarray(upper, dtype=float))
         self.min_excitation = float(min_excitation)
-        self.still_only = np.zeros(0, dtype=int) if still_only is None else np.asarray(still_only, dtype=int)
         self.frozen = 0
         self.solves = 0
         self.clipped = 0
@@ -78,14 +73,13 @@ class ActuatorGuard:
         self.last_frozen = self.last_excitation < self.min_excitation
         problem = solver.problem
         original = problem.prior
-        held = self.indices if self.last_frozen else self.still_only
-        self.frozen += self.last_frozen
-        if held.size:
-            problem.prior = anchored(original, held, solver.theta, FREEZE_INFORMATION)
+        if self.last_frozen:
+            self.frozen += 1
+            problem.prior = anchored(original, self.indices, solver.theta, FREEZE_INFORMATION)
         try:
             result = solver.solve(max_iter=iterations)
         finally:
-            if held.size:
+            if self.last_frozen:
                 problem.prior = original
         return self.bound(solver, result)
 

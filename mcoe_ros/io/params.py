@@ -280,11 +280,6 @@ _TABLE: tuple[Param, ...] = (
         "estimator.imu_bias.accelerometer_random_walk",
         "accelerometer bias random walk, m/s^2/sqrt(s)",
     ),
-    Param(
-        "imu_bias.accelerometer_still_only",
-        "estimator.imu_bias.accelerometer_still_only",
-        "update the accelerometer bias only at stand-still (actuator.min_excitation) and hold it while moving",
-    ),
     # solver
     Param("solver.max_iterations", "estimator.solver.max_iterations", "solver iterations per tick"),
     Param(
