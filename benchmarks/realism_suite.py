@@ -22,7 +22,8 @@ one body; negative mass for a lighter robot without payload); the legs' deviatio
 
 Methods (all on the same bag; the baselines use the ground-truth stance flags, the OE its own contact detector):
 
-* ``OE`` -- the estimator with its default configuration (:class:`mcoe_ros.io.feed.SensorFeed`, public config);
+* ``OE`` -- the estimator with its default configuration (:class:`mcoe_ros.io.feed.SensorFeed`, public config;
+  since the actuator branch this includes the actuator model, ``actuator.enabled`` = true);
 * ``OE+m`` -- the same with ``imu_bias.enabled`` and ``actuator.enabled`` (estimator-side models of issue 13);
 * ``naive`` -- quasi-static regression: every sample with >= 1 stance foot is treated as static (v = a = 0), the
   payload regressor's rows (:class:`mcoe_ros.payload.regression.PayloadRegressor`, reported torques) are stacked and

@@ -25,7 +25,7 @@ def test_parameter_blocks_layout_and_priors(robot):
     assert par.parametrization.ntheta == 25 and par.layout.size == 25
     assert par.layout.actuator == slice(10, 19) and par.layout.gyro == slice(19, 22) and par.layout.acc == slice(22, 25)
     pi0 = par.parametrization.pi(par.prior_theta)
-    np.testing.assert_allclose(pi0[10:13], 0.1)  # viscous friction prior median (log-normal)
+    np.testing.assert_allclose(pi0[10:13], 1.0)  # viscous friction prior median (log-normal)
     np.testing.assert_allclose(pi0[19:], 0.0)
     assert list(par.bias_indices) == list(range(19, 25)) and np.all(par.bias_walk > 0)
     # the combined body is the URDF trunk + the payload prior, physically consistent

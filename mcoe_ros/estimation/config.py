@@ -108,15 +108,23 @@ class PayloadConfig:
 class ActuatorConfig:
     """Actuator model identified with the payload (:class:`mcoe_ros.multibody.actuator.ActuatorModel`): viscous and
     smoothed Coulomb friction and rotor inertia per joint type ('type') or per joint ('joint'). The parameters are
-    positive: they are estimated on a log scale, with log-normal priors (median, std of the logarithm)."""
+    positive: they are estimated on a log scale, with log-normal priors (median, std of the logarithm). The default
+    medians are Go1-like magnitudes (damping ~1-2 N m s/rad, Coulomb ~0.2 N m, reflected rotor inertia ~0.01 kg m^2),
+    the bounds physical maxima; windows without joint motion do not update them
+    (:mod:`mcoe_ros.estimation.excitation`)."""
 
-    enabled: bool = False
+    enabled: bool = True  #: on by default: docs/realism.md (a real Go1 has these losses)
     grouping: str = "type"
     coulomb_smoothing: float = 0.05  #: rad/s
-    prior_viscous: float = 0.1  #: prior median, N m s/rad
-    prior_coulomb: float = 0.05  #: prior median, N m
-    prior_rotor_inertia: float = 0.002  #: prior median, kg m^2 (reflected, on top of robot.armature)
-    log_sigma: float = 2.0  #: prior std of the logarithm of every actuator parameter
+    prior_viscous: float = 1.0  #: prior median, N m s/rad
+    prior_coulomb: float = 0.2  #: prior median, N m
+    prior_rotor_inertia: float = 0.01  #: prior median, kg m^2 (reflected, on top of robot.armature)
+    log_sigma: float = 0.5  #: prior std of the logarithm of every actuator parameter
+    max_viscous: float = 5.0  #: upper bound, N m s/rad
+    max_coulomb: float = 1.0  #: upper bound, N m
+    max_rotor_inertia: float = 0.05  #: upper bound, kg m^2
+    #: RMS joint velocity of a window (rad/s) below which the parameters are frozen for its solve (0: never)
+    min_excitation: float = 0.1
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from mcoe_ros.estimation.builder import EstimationParameters, ProblemBuilder
 from mcoe_ros.estimation.config import EstimatorConfig
 from mcoe_ros.estimation.diagnostics import OK, WARN, Diagnostics
 from mcoe_ros.estimation.estimate import Estimate
+from mcoe_ros.estimation.excitation import ActuatorGuard
 from mcoe_ros.estimation.propagation import Odometry, Propagator, Rebase
 from mcoe_ros.estimation.samples import (
     InvalidSample,
@@ -132,6 +133,13 @@ class Estimator:
         self.builder = ProblemBuilder(robot, config, self.parameters)
         pay = config.payload
         self.prior_theta = self.parameters.prior_theta
+        #: excitation gate and bounds of the actuator parameters (None without the actuator model)
+        self.actuator_guard = None
+        if self.parameters.actuator is not None:
+            act, n_groups = config.actuator, self.parameters.actuator.n_groups
+            upper = np.repeat([act.max_viscous, act.max_coulomb, act.max_rotor_inertia], n_groups)
+            indices = np.arange(self.parameters.layout.actuator.start, self.parameters.layout.actuator.stop)
+            self.actuator_guard = ActuatorGuard(indices, upper, act.min_excitation)
         self.prior_theta_info = self.parameters.prior_info
         sol = config.solver
         self.options = SolverOptions(
@@ -420,7 +428,10 @@ class Estimator:
                 iterations = min(self._warmup_left, max(spread or self._warmup_left, iterations))
             elif rebuild:
                 iterations = max(iterations, REBUILD_ITERATIONS)
-            result = solver.solve(max_iter=iterations)
+            if self.actuator_guard is not None:
+                result = self.actuator_guard.solve(solver, knots, iterations)
+            else:
+                result = solver.solve(max_iter=iterations)
             if result.status == "stopped" or self.stop_event.is_set():
                 return None
             if cold or warming:
@@ -656,4 +667,7 @@ class Estimator:
         if est.actuator is not None:
             names = self.parameters.actuator.parameter_names()
             out.update({name: f"{v:.4g} ± {d:.2g}" for name, v, d in zip(names, *est.actuator, strict=True)})
+            guard = self.actuator_guard
+            out["actuator_frozen_solves"] = f"{guard.frozen} of {guard.solves}"
+            out["actuator_excitation_rad_s"] = f"{guard.last_excitation:.3f}"
         return out

@@ -254,6 +254,18 @@ _TABLE: tuple[Param, ...] = (
         "prior median reflected rotor inertia on top of robot.armature, kg m^2",
     ),
     Param("actuator.log_sigma", "estimator.actuator.log_sigma", "prior std of the log of every actuator parameter"),
+    Param("actuator.max_viscous", "estimator.actuator.max_viscous", "upper bound of the viscous friction, N m s/rad"),
+    Param("actuator.max_coulomb", "estimator.actuator.max_coulomb", "upper bound of the Coulomb friction, N m"),
+    Param(
+        "actuator.max_rotor_inertia",
+        "estimator.actuator.max_rotor_inertia",
+        "upper bound of the reflected rotor inertia, kg m^2",
+    ),
+    Param(
+        "actuator.min_excitation",
+        "estimator.actuator.min_excitation",
+        "RMS joint velocity of a window below which its solve keeps the actuator parameters, rad/s (0: never)",
+    ),
     # IMU biases
     Param("imu_bias.enabled", "estimator.imu_bias.enabled", "estimate gyro and accelerometer biases"),
     Param("imu_bias.gyro_prior_std", "estimator.imu_bias.gyro_prior_std", "initial gyro bias std, rad/s"),
@@ -326,6 +338,8 @@ _BOUNDS = {
     "actuator.prior_coulomb": POSITIVE,
     "actuator.prior_rotor_inertia": POSITIVE,
     "actuator.log_sigma": POSITIVE,
+    **{f"actuator.max_{n}": POSITIVE for n in ("viscous", "coulomb", "rotor_inertia")},
+    "actuator.min_excitation": NONNEGATIVE,
     **{f"imu_bias.{n}": POSITIVE for n in ("gyro_prior_std", "accelerometer_prior_std")},
     **{f"imu_bias.{n}": POSITIVE for n in ("gyro_random_walk", "accelerometer_random_walk")},
     "solver.max_iterations": (1, None, True),

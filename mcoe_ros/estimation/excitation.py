@@ -1,0 +1,97 @@
+"""Keeping the identified actuator parameters physical: an excitation gate and bounds (issue 13).
+
+The actuator parameters p = (viscous b_v, Coulomb b_c, rotor inertia I_r) per joint group
+(:class:`mcoe_ros.multibody.actuator.ActuatorModel`) enter the joint torque balance through the regressor columns
+dq, tanh(dq / eps) and ddq. At stand-still these columns vanish or carry only noise (dq ~ 0, the sign of tanh is that
+of the velocity noise, ddq ~ 0), so a window without joint motion holds no information on p, yet any other torque
+residual (payload, URDF mismatch, soft feet) can be absorbed by a large b_c times the tanh of a tiny velocity or by a
+large I_r times a tiny acceleration: the parameters run away and take the payload's place. Two guards:
+
+* **Gate.** :func:`joint_excitation` measures the window's RMS joint velocity (rad/s, measured encoder velocities,
+  all knots and joints). Below ``actuator.min_excitation`` the parameters are frozen for that solve: an anchor
+  ½ w ‖θ_a − θ_a,now‖² (w = :data:`FREEZE_INFORMATION`, θ_a = log p) is added to the arrival prior for the solve
+  only and removed before the next shift marginalises the dropped knots, so the anchor never becomes information
+  (the covariance stays honest). The knots of a still window still enter the marginalised prior with the
+  information they really carry (little, at the frozen values).
+* **Bounds.** After every solve θ_a is clipped to [−∞, log p_max] (``actuator.max_viscous``, ``max_coulomb``,
+  ``max_rotor_inertia``), in the result and in the solver's warm start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from mcoe_ros.ocp.problem import ArrivalPrior
+
+#: information of the freeze anchor on log p (std 1e-3 of the log, i.e. 0.1 %)
+FREEZE_INFORMATION = 1e6
+
+
+def joint_excitation(knots: Sequence) -> float:
+    """RMS (rad/s) of the measured joint velocities ``knot.joint.dq`` over the knots and joints."""
+    dq = np.array([k.joint.dq for k in knots], dtype=float)
+    return float(np.sqrt(np.mean(dq * dq))) if dq.size else 0.0
+
+
+def anchored(prior: ArrivalPrior, indices: np.ndarray, theta: np.ndarray, information: float) -> ArrivalPrior:
+    """``prior`` plus ½ information ‖θ[indices] − theta[indices]‖² (θ the parameters; theta (ntheta,) the anchor).
+
+    In the prior's error coordinates e_θ = θ − θ̄: H += information on the diagonal entries, g += −information
+    (theta − θ̄) on them (the constant is dropped)."""
+    idx = len(prior.hessian) - len(prior.theta_bar) + np.asarray(indices, dtype=int)
+    hess = prior.hessian.copy()
+    grad = prior.gradient.copy()
+    hess[idx, idx] += information
+    grad[idx] -= information * (theta[indices] - prior.theta_bar[indices])
+    return ArrivalPrior(prior.x_bar.copy(), prior.theta_bar.copy(), hess, grad)
+
+
+class ActuatorGuard:
+    """Runs a solve with the gate and bounds of the module docstring.
+
+    ``indices``: positions of log p in theta; ``upper``: (n,) upper bounds of p (same order);
+    ``min_excitation``: rad/s (0 disables the gate). Counts ``frozen`` / ``solves`` / ``clipped``.
+    """
+
+    def __init__(self, indices: np.ndarray, upper: np.ndarray, min_excitation: float):
+        self.indices = np.asarray(indices, dtype=int)
+        self.log_upper = np.log(np.asarray(upper, dtype=float))
+        self.min_excitation = float(min_excitation)
+        self.frozen = 0
+        self.solves = 0
+        self.clipped = 0
+        self.last_excitation = float("nan")
+        self.last_frozen = False
+
+    def solve(self, solver, knots: Sequence, iterations: int):
+        """``solver.solve(max_iter=iterations)`` with the actuator parameters frozen when ``knots`` are not excited,
+        then bounded; returns the (possibly clipped) result."""
+        self.solves += 1
+        self.last_excitation = joint_excitation(knots)
+        self.last_frozen = self.last_excitation < self.min_excitation
+        problem = solver.problem
+        original = problem.prior
+        if self.last_frozen:
+            self.frozen += 1
+            problem.prior = anchored(original, self.indices, solver.theta, FREEZE_INFORMATION)
+        try:
+            result = solver.solve(max_iter=iterations)
+        finally:
+            if self.last_frozen:
+                problem.prior = original
+        return self.bound(solver, result)
+
+    def bound(self, solver, result):
+        """The result with log p clipped to its upper bounds (the solver's warm start clipped as well)."""
+        theta_a = result.theta[self.indices]
+        if np.all(theta_a <= self.log_upper) or not np.all(np.isfinite(result.theta)):
+            return result
+        self.clipped += 1
+        theta = result.theta.copy()
+        theta[self.indices] = np.minimum(theta_a, self.log_upper)
+        solver.set_guess(result.xs, result.ws, theta)
+        result.theta = theta
+        result.pi = solver.problem.param.pi(theta)
+        return result
