@@ -56,7 +56,14 @@ import mujoco
 import numpy as np
 import pinocchio as pin
 
-from mcoe_ros.apps.evaluate import payload_errors, payload_summary, trajectory_errors
+from mcoe_ros.apps.evaluate import (
+    CHI2_BAND_95,
+    payload_errors,
+    payload_nees,
+    payload_summary,
+    pose_nees,
+    trajectory_errors,
+)
 from mcoe_ros.estimation.leg_odometry import LegKinematicsEkf
 from mcoe_ros.io.bag import iter_messages, time_ns_of
 from mcoe_ros.io.feed import SensorFeed
@@ -212,6 +219,10 @@ def traj_result(res: Result, estimates: list, odom: list) -> Result:
     return res
 
 
+#: the published (non-held) estimates of the last :func:`run_oe` call (for ablations that evaluate them further)
+LAST_HISTORY: list = []
+
+
 def run_oe(series, t0: float, pi_true, odom, overrides: dict, with_ekf: bool) -> tuple[Result, Result | None]:
     """Feed the series (absolute times t0 + t) through the estimator; optional EKF on its grid knots."""
     config = node_config(overrides)
@@ -239,11 +250,13 @@ def run_oe(series, t0: float, pi_true, odom, overrides: dict, with_ekf: bool) ->
             q = pin.Quaternion(*knot.imu.quat)  # w, x, y, z: base orientation from the IMU (as the EKF uses)
             ekf_track.append((knot.t + (est.epoch or 0.0), ekf.position, np.array([q.x, q.y, q.z, q.w])))
     good = [e for e in history if e.source != "hold"] or history
+    LAST_HISTORY[:] = good
     if not good:
         return Result(), None
     last = good[-1]
     res = payload_result(last.payload_pi, last.payload_cov, pi_true)
     traj_result(res, [(e.t, e.position, e.quat_xyzw) for e in history], odom)
+    res.extra["nees"] = nees_summary(good, pi_true, odom)
     if last.imu_bias is not None:
         res.extra["imu_bias"] = last.imu_bias[0].tolist()
     if last.actuator is not None:
@@ -252,6 +265,41 @@ def run_oe(series, t0: float, pi_true, odom, overrides: dict, with_ekf: bool) ->
         )
     ekf_res = traj_result(Result(), ekf_track, odom) if with_ekf else None
     return res, ekf_res
+
+
+def nees_summary(good: list, pi_true: np.ndarray, odom: list) -> dict:
+    """NEES of the published payload (final estimate; mass + CoM, mass only where the true mass is ~0) and pose
+    (final and mean over the second half of the estimates), 'raw' = the Gauss-Newton covariance, 'cal' = scaled by
+    the window's reduced chi-square max(σ̂², 1) (robust.covariance_scaling 'residual'), each from one run (the
+    estimates carry both: ``solve['cov_scale']`` applied, ``solve['chi2_dof']``)."""
+    out = {}
+    with_com = abs(pi_true[0]) >= 0.3
+    last = good[-1]
+    for kind in ("raw", "cal"):
+
+        def factor(e, kind=kind):
+            raw = 1.0 / e.solve.get("cov_scale", 1.0)
+            return raw / max(e.solve.get("chi2_dof", 1.0), 1.0) if kind == "cal" else raw
+
+        out[f"payload_{kind}"] = payload_nees(last.payload_pi, factor(last) * last.payload_cov, pi_true, with_com)
+        series = pose_nees([(e.t, e.position, e.quat_xyzw, factor(e) * e.pose_cov) for e in good], odom)
+        if series:
+            out[f"pose_{kind}"] = series[-1]
+            out[f"pose_mean_{kind}"] = float(np.mean(series[len(series) // 2 :]))
+    out["payload_dof"] = 4 if with_com else 1
+    out["chi2_dof_final"] = float(last.solve.get("chi2_dof", np.nan))
+    return out
+
+
+def nees_cell(nees: dict, key: str) -> str:
+    """'raw / cal' NEES of one key, '*' marking values outside the chi-square 95 % band."""
+    dof = nees.get("payload_dof", 4) if key.startswith("payload") else 6
+    lo, hi = CHI2_BAND_95[dof]
+    cells = []
+    for kind in ("raw", "cal"):
+        v = nees.get(f"{key}_{kind}")
+        cells.append("n/a" if v is None else fmt(v, ".3g") + ("" if lo <= v <= hi else "*"))
+    return " / ".join(cells)
 
 
 def naive_quasi_static(robot, regressor, series, pi_true) -> Result:
@@ -332,7 +380,7 @@ def main() -> int:
 def report(args, cases, rows, ident, all_results, wall: float, final: bool) -> None:
     """Print (final) and write the JSON / markdown (after every case, so an interrupted run leaves its results)."""
     table, ident_table, verdict = (
-        render_table(rows, args.no_models),
+        render_table(rows, args.no_models) + "\n\n" + render_nees(rows, args.no_models),
         render_ident(ident),
         render_verdict(rows, args.no_models),
     )
@@ -362,6 +410,41 @@ def render_table(rows, no_models: bool) -> str:
         cells += [f"{fmt(res[m].ate_cm)} / {fmt(res[m].drift_pct, '.1f')}" for m in locs]
         name = case.name + (" (FELL)" if fell else "")
         lines.append(f"| {name} | {m_true:+.2f} | {leg_dev:+.2f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def render_nees(rows, no_models: bool) -> str:
+    """NEES table (raw Gauss-Newton / calibrated covariance, see :func:`nees_summary`) and the chi-square 95 % band
+    check per case (payload: final estimate, 4 dof (mass + CoM) or 1 (mass); pose: final estimate, 6 dof)."""
+    names = ["OE"] + ([] if no_models else ["OE+m"])
+    head = "| case | " + " | ".join(f"{m} NEES payload raw / cal | {m} NEES pose final raw / cal" for m in names)
+    head += " | " + " | ".join(f"{m} NEES pose mean 2nd half raw / cal | {m} σ̂² final" for m in names) + " |"
+    lines = [
+        "NEES = eᵀ Σ⁻¹ e of the published estimate against the truth; raw = the Gauss-Newton covariance, cal = scaled by",
+        "the window's reduced chi-square max(σ̂², 1) (`robust.covariance_scaling: residual`); * = outside the chi-square",
+        "95 % band (payload 4 dof: [0.48, 11.1], mass only 1 dof: [0.001, 5.02], pose 6 dof: [1.24, 14.4]).",
+        "",
+        head,
+        "|" + "---|" * (head.count("|") - 1),
+    ]
+    count = {(m, k): [0, 0] for m in names for k in ("raw", "cal")}
+    for case, _, _, _, res in rows:
+        cells, tails = [], []
+        for m in names:
+            nees = res[m].extra.get("nees", {})
+            cells += [nees_cell(nees, "payload"), nees_cell(nees, "pose")]
+            tails += [nees_cell(nees, "pose_mean"), fmt(nees.get("chi2_dof_final"), ".3g")]
+            for kind in ("raw", "cal"):
+                v = nees.get(f"payload_{kind}")
+                if v is not None:
+                    lo, hi = CHI2_BAND_95[nees.get("payload_dof", 4)]
+                    count[m, kind][0] += lo <= v <= hi
+                    count[m, kind][1] += 1
+        lines.append(f"| {case.name} | " + " | ".join(cells + tails) + " |")
+    lines.append("")
+    lines += [
+        f"Payload NEES inside the 95 % band ({m}, {kind}): {c[0]} of {c[1]} cases" for (m, kind), c in count.items()
+    ]
     return "\n".join(lines)
 
 

@@ -499,6 +499,9 @@ class Estimator:
         problem = solver.problem
         ndx, nv, nq = problem.ndx, robot.nv, robot.nq
         cov = self._terminal_covariance(solver)
+        chi2_dof = self.reduced_chi2(solver, result)
+        rob = self.config.robust
+        scale = max(chi2_dof, rob.covariance_scale_floor) if rob.covariance_scaling == "residual" else 1.0
         x = result.xs[-1]
         quat = x[3:7] / np.linalg.norm(x[3:7])
         rot = pin.Quaternion(quat[3], quat[0], quat[1], quat[2]).toRotationMatrix()
@@ -524,10 +527,10 @@ class Estimator:
             quat_xyzw=quat.copy(),
             linear_velocity=x[nq : nq + 3].copy(),
             angular_velocity=x[nq + 3 : nq + 6].copy(),
-            pose_cov=pose_cov,
-            twist_cov=twist_cov,
+            pose_cov=scale * pose_cov,
+            twist_cov=scale * twist_cov,
             payload_pi=result.pi[:10].copy(),
-            payload_cov=pi_cov[:10, :10],
+            payload_cov=scale * pi_cov[:10, :10],
             combined_pi=robot.combined_pi(result.pi[:10]),
             theta=result.theta.copy(),
             theta_cov=theta_cov,
@@ -540,6 +543,8 @@ class Estimator:
                 "converged": result.converged,
                 "solve_time": elapsed,
                 "status": result.status,
+                "chi2_dof": chi2_dof,
+                "cov_scale": scale,
             },
             rls_payload_pi=self.rls_pi,
             payload_frame=self.config.robot.payload_frame,
@@ -547,6 +552,16 @@ class Estimator:
             actuator=extra_blocks.get("actuator"),
             imu_bias=extra_blocks.get("imu_bias"),
         )
+
+    @staticmethod
+    def reduced_chi2(solver: MCOESolver, result) -> float:
+        """The window's reduced chi-square σ̂² = 2 J_window / Σ n_r: the solution's cost without the arrival prior's
+        (whitened measurement + process cost of the window, robust if so configured) per measurement degree of
+        freedom (the window has Σ n_r + N n_w + n_prior residuals and n_prior + N n_w free variables)."""
+        problem = solver.problem
+        prior_cost = problem.prior.cost(problem.state, result.xs[0], result.theta)
+        dof = sum(len(knot.data.r) for knot in problem.knots)
+        return max(2.0 * (result.cost - prior_cost), 0.0) / max(dof, 1)
 
     @staticmethod
     def _terminal_covariance(solver: MCOESolver) -> np.ndarray:

@@ -236,6 +236,8 @@ def unsupported_problem(problem: EstimationProblem, options: SolverOptions) -> s
     """Why a problem / options pair cannot use the compiled solver (None if it can)."""
     if options.rollout != "multiple":
         return f"rollout {options.rollout!r}"
+    if getattr(problem, "robust", None) is not None:
+        return "robust losses (Python reference only)"
     nv = problem.ndx // 2
     if problem.full_noise or not np.array_equal(problem.noise_dims, np.arange(nv, 2 * nv)):
         return "process noise not on the velocities"
