@@ -420,8 +420,9 @@ def render_nees(rows, no_models: bool) -> str:
     head = "| case | " + " | ".join(f"{m} NEES payload raw / cal | {m} NEES pose final raw / cal" for m in names)
     head += " | " + " | ".join(f"{m} NEES pose mean 2nd half raw / cal | {m} σ̂² final" for m in names) + " |"
     lines = [
-        "NEES = eᵀ Σ⁻¹ e of the published estimate against the truth; raw = the Gauss-Newton covariance, cal = scaled by",
-        "the window's reduced chi-square max(σ̂², 1) (`robust.covariance_scaling: residual`); * = outside the chi-square",
+        "NEES = eᵀ Σ⁻¹ e of the published estimate against the truth; raw = the Gauss-Newton covariance,",
+        "cal = scaled by the window's reduced chi-square max(σ̂², 1) (`robust.covariance_scaling: residual`);",
+        "* = outside the chi-square",
         "95 % band (payload 4 dof: [0.48, 11.1], mass only 1 dof: [0.001, 5.02], pose 6 dof: [1.24, 14.4]).",
         "",
         head,
