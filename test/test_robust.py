@@ -128,3 +128,60 @@ def test_compiled_declares_robust_unsupported():
 
 def test_report():
     print(WORST.report("robust losses"))
+
+
+def _run_sample(over: dict, n: int = 4) -> tuple[list, object]:
+    from mcoe_ros.io.bag import iter_messages
+    from mcoe_ros.io.feed import SensorFeed
+    from mcoe_ros.io.params import node_config
+    from mcoe_ros.testing.data import SAMPLE_BAG
+
+    base = {"estimator.window": 0.06, "estimator.tick_period": 0.02, "noise.joint_torque": 0.1}
+    feed = SensorFeed(node_config({**base, **over}))
+    out = []
+    for _topic, t_ns, msg in iter_messages(SAMPLE_BAG, ["low_state"]):
+        feed.low_state(msg, t_ns * 1e-9)
+        out += feed.poll()
+        if len(out) >= n:
+            break
+    return out, feed.estimator
+
+
+def test_estimator_with_robust_loss_and_calibration():
+    """robust.loss huber on the process noise and the contact residuals: the problem carries the robust cost (the
+    auto backend falls back to the Python solver), estimates are finite, and 'residual' covariance scaling multiplies
+    the published covariances by max(σ̂², floor) while the solver's own belief (theta_cov) is unscaled."""
+    from mcoe_ros.ocp.solver import MCOESolver
+
+    out, est = _run_sample(
+        {"robust.loss": "huber", "robust.covariance_scaling": "residual", "robust.covariance_scale_floor": 0.0}
+    )
+    assert isinstance(est.solver, MCOESolver) and est.solver.problem.robust is not None
+    last = out[-1]
+    assert last.source == "oe" and last.is_finite()
+    chi2 = last.solve["chi2_dof"]
+    assert chi2 > 0.0 and last.solve["cov_scale"] == pytest.approx(chi2)
+    ref, _ = _run_sample({"robust.loss": "huber"})
+    assert ref[-1].solve["cov_scale"] == 1.0 and ref[-1].solve["chi2_dof"] == pytest.approx(chi2)
+    np.testing.assert_allclose(last.payload_cov, chi2 * ref[-1].payload_cov, rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(last.pose_cov, chi2 * ref[-1].pose_cov, rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(last.theta_cov, ref[-1].theta_cov, rtol=1e-9, atol=1e-15)
+    from mcoe_ros.multibody.measurements import ContactVelocity
+
+    for knot in est.solver.problem.knots:  # one robust group per stance foot's zero-velocity residual
+        feet = sum(isinstance(m, ContactVelocity) for m in knot.model.measurements)
+        assert len(est.solver.problem.robust.model_groups(knot.model)) == feet
+
+
+def test_quadratic_default_has_no_robust_cost():
+    from mcoe_ros.estimation.builder import robust_cost
+    from mcoe_ros.estimation.config import RobustConfig
+
+    assert robust_cost(RobustConfig()) is None
+    assert robust_cost(RobustConfig(loss="cauchy", process=False, contact=False, sensors=False)) is None
+    cost = robust_cost(RobustConfig(loss="cauchy", process=False))
+    assert cost is not None and cost.process is None
+    with pytest.raises(ValueError, match="robust loss"):
+        RobustConfig(loss="l2")
+    with pytest.raises(ValueError, match="covariance scaling"):
+        RobustConfig(covariance_scaling="nees")
