@@ -64,6 +64,7 @@ from mcoe_ros.apps.evaluate import (
     pose_nees,
     trajectory_errors,
 )
+from mcoe_ros.estimation.calibration import ConsistencyScale
 from mcoe_ros.estimation.leg_odometry import LegKinematicsEkf
 from mcoe_ros.io.bag import iter_messages, time_ns_of
 from mcoe_ros.io.feed import SensorFeed
@@ -267,36 +268,49 @@ def run_oe(series, t0: float, pi_true, odom, overrides: dict, with_ekf: bool) ->
     return res, ekf_res
 
 
+#: covariance calibrations compared by the NEES columns (see :func:`nees_summary`)
+CALIBRATIONS = ("raw", "residual", "consistency")
+
+
 def nees_summary(good: list, pi_true: np.ndarray, odom: list) -> dict:
     """NEES of the published payload (final estimate; mass + CoM, mass only where the true mass is ~0) and pose
-    (final and mean over the second half of the estimates), 'raw' = the Gauss-Newton covariance, 'cal' = scaled by
-    the window's reduced chi-square max(σ̂², 1) (robust.covariance_scaling 'residual'), each from one run (the
-    estimates carry both: ``solve['cov_scale']`` applied, ``solve['chi2_dof']``)."""
+    (final and mean over the second half of the estimates) under each of :data:`CALIBRATIONS`, all from one run:
+    'raw' = the Gauss-Newton covariance (the published one divided by its ``solve['cov_scale']``), 'residual' = raw
+    times max(σ̂², 1) (``solve['chi2_dof']``), 'consistency' = raw times the
+    :class:`~mcoe_ros.estimation.calibration.ConsistencyScale` factor (lag 0.5 s, floor 1) of the estimates so far
+    (exactly what ``robust.covariance_scaling`` 'residual' / 'consistency' publish)."""
     out = {}
     with_com = abs(pi_true[0]) >= 0.3
+    raw = [1.0 / e.solve.get("cov_scale", 1.0) for e in good]
+    scale = ConsistencyScale(0.5, 1.0)
+    cons = [r * scale.update(e.t, e.payload_pi, r * e.payload_cov) for e, r in zip(good, raw, strict=True)]
+    factors = {
+        "raw": raw,
+        "residual": [r * max(e.solve.get("chi2_dof", 1.0), 1.0) for e, r in zip(good, raw, strict=True)],
+        "consistency": cons,
+    }
     last = good[-1]
-    for kind in ("raw", "cal"):
-
-        def factor(e, kind=kind):
-            raw = 1.0 / e.solve.get("cov_scale", 1.0)
-            return raw / max(e.solve.get("chi2_dof", 1.0), 1.0) if kind == "cal" else raw
-
-        out[f"payload_{kind}"] = payload_nees(last.payload_pi, factor(last) * last.payload_cov, pi_true, with_com)
-        series = pose_nees([(e.t, e.position, e.quat_xyzw, factor(e) * e.pose_cov) for e in good], odom)
+    for kind, fac in factors.items():
+        out[f"payload_{kind}"] = payload_nees(last.payload_pi, fac[-1] * last.payload_cov, pi_true, with_com)
+        series = pose_nees(
+            [(e.t, e.position, e.quat_xyzw, f * e.pose_cov) for e, f in zip(good, fac, strict=True)], odom
+        )
         if series:
             out[f"pose_{kind}"] = series[-1]
             out[f"pose_mean_{kind}"] = float(np.mean(series[len(series) // 2 :]))
     out["payload_dof"] = 4 if with_com else 1
     out["chi2_dof_final"] = float(last.solve.get("chi2_dof", np.nan))
+    out["consistency_final"] = cons[-1] / raw[-1]
     return out
 
 
 def nees_cell(nees: dict, key: str) -> str:
-    """'raw / cal' NEES of one key, '*' marking values outside the chi-square 95 % band."""
+    """NEES of one key under each calibration ('raw / residual / consistency'), '*' = outside the chi-square 95 %
+    band."""
     dof = nees.get("payload_dof", 4) if key.startswith("payload") else 6
     lo, hi = CHI2_BAND_95[dof]
     cells = []
-    for kind in ("raw", "cal"):
+    for kind in CALIBRATIONS:
         v = nees.get(f"{key}_{kind}")
         cells.append("n/a" if v is None else fmt(v, ".3g") + ("" if lo <= v <= hi else "*"))
     return " / ".join(cells)
@@ -414,28 +428,31 @@ def render_table(rows, no_models: bool) -> str:
 
 
 def render_nees(rows, no_models: bool) -> str:
-    """NEES table (raw Gauss-Newton / calibrated covariance, see :func:`nees_summary`) and the chi-square 95 % band
+    """NEES table (raw / residual / consistency covariance, see :func:`nees_summary`) and the chi-square 95 % band
     check per case (payload: final estimate, 4 dof (mass + CoM) or 1 (mass); pose: final estimate, 6 dof)."""
     names = ["OE"] + ([] if no_models else ["OE+m"])
-    head = "| case | " + " | ".join(f"{m} NEES payload raw / cal | {m} NEES pose final raw / cal" for m in names)
-    head += " | " + " | ".join(f"{m} NEES pose mean 2nd half raw / cal | {m} σ̂² final" for m in names) + " |"
+    cal = " / ".join(CALIBRATIONS)
+    head = "| case | " + " | ".join(f"{m} NEES payload {cal} | {m} NEES pose final {cal}" for m in names)
+    head += " | " + " | ".join(f"{m} NEES pose mean 2nd half | {m} σ̂² / consistency final" for m in names) + " |"
     lines = [
-        "NEES = eᵀ Σ⁻¹ e of the published estimate against the truth; raw = the Gauss-Newton covariance,",
-        "cal = scaled by the window's reduced chi-square max(σ̂², 1) (`robust.covariance_scaling: residual`);",
-        "* = outside the chi-square",
-        "95 % band (payload 4 dof: [0.48, 11.1], mass only 1 dof: [0.001, 5.02], pose 6 dof: [1.24, 14.4]).",
+        "NEES = eᵀ Σ⁻¹ e of the published estimate against the truth under each covariance calibration",
+        "(`robust.covariance_scaling`, `mcoe_ros/estimation/calibration.py`): raw = Gauss-Newton, residual = times the",
+        "window's reduced chi-square max(σ̂², 1), consistency = times the payload estimates' nested-consistency factor;",
+        "* = outside the chi-square 95 % band (payload 4 dof: [0.48, 11.1], mass only 1 dof: [0.001, 5.02],",
+        "pose 6 dof: [1.24, 14.4]).",
         "",
         head,
         "|" + "---|" * (head.count("|") - 1),
     ]
-    count = {(m, k): [0, 0] for m in names for k in ("raw", "cal")}
+    count = {(m, k): [0, 0] for m in names for k in CALIBRATIONS}
     for case, _, _, _, res in rows:
         cells, tails = [], []
         for m in names:
             nees = res[m].extra.get("nees", {})
             cells += [nees_cell(nees, "payload"), nees_cell(nees, "pose")]
-            tails += [nees_cell(nees, "pose_mean"), fmt(nees.get("chi2_dof_final"), ".3g")]
-            for kind in ("raw", "cal"):
+            factors = f"{fmt(nees.get('chi2_dof_final'), '.3g')} / {fmt(nees.get('consistency_final'), '.3g')}"
+            tails += [nees_cell(nees, "pose_mean"), factors]
+            for kind in CALIBRATIONS:
                 v = nees.get(f"payload_{kind}")
                 if v is not None:
                     lo, hi = CHI2_BAND_95[nees.get("payload_dof", 4)]

@@ -86,6 +86,7 @@ def main() -> int:
     ap.add_argument("--only", default="", help="comma-separated case names (substring match)")
     ap.add_argument("--losses", default=",".join(LOSSES))
     ap.add_argument("--threshold", type=float, default=None, help="robust.threshold (default: the parameter's)")
+    ap.add_argument("--contact-only", action="store_true", help="robust.process false (loss on the contacts only)")
     args = ap.parse_args()
     selected = [c for c in cases() if not args.only or any(s in c.name for s in args.only.split(","))]
     done = json.load(open(args.json, encoding="utf-8")) if args.json and os.path.exists(args.json) else {}
@@ -96,9 +97,13 @@ def main() -> int:
         series, _ = load_bag(path)
         pi_true, odom, t0 = rs.read_truth(path)
         for loss in args.losses.split(","):
-            key = f"{case.name}|{loss}"
+            label = loss + ("+contact-only" if args.contact_only else "")
+            label += "" if args.threshold is None else f"+c{args.threshold:g}"
+            key = f"{case.name}|{label}"
             if key not in done:
                 overrides = {"robust.loss": loss, "solver.backend": "python"}
+                if args.contact_only:
+                    overrides["robust.process"] = False
                 if args.threshold is not None:
                     overrides["robust.threshold"] = args.threshold
                 t = time.perf_counter()
@@ -109,7 +114,7 @@ def main() -> int:
                     with open(args.json, "w", encoding="utf-8") as fh:
                         json.dump(done, fh, indent=1, default=float)
             res = rs.Result(**{k: v for k, v in done[key].items() if k not in ("wall_s", "series")})
-            lines.append(row(case, loss, res))
+            lines.append(row(case, label, res))
             print(lines[-1], f"({done[key]['wall_s']:.0f} s)", flush=True)
     table = HEAD + "\n" + "\n".join(lines)
     if args.doc:

@@ -132,7 +132,7 @@ class ImuBiasConfig:
 
 
 ROBUST_LOSSES = ("quadratic", "huber", "cauchy")
-COVARIANCE_SCALINGS = ("none", "residual")
+COVARIANCE_SCALINGS = ("none", "residual", "consistency")
 
 
 @dataclass(frozen=True)
@@ -143,9 +143,10 @@ class RobustConfig:
     ``loss`` applies to each interval's process noise (``process``), each stance foot's zero-velocity
     pseudo-measurement (``contact``) and each IMU/encoder measurement block (``sensors``); ``threshold`` c is the RMS
     whitened residual component at which a group becomes an outlier (k² = c² × group size).
-    ``covariance_scaling`` 'residual' multiplies the published pose, twist and payload covariances by the window's
-    reduced chi-square σ̂² = 2 J_window / Σ n_r (whitened measurement + process cost of the window at the solution, per
-    measurement degree of freedom), floored at ``covariance_scale_floor`` (the estimator's own belief is unscaled)."""
+    ``covariance_scaling`` (:mod:`mcoe_ros.estimation.calibration`) multiplies the published pose, twist and payload
+    covariances by a factor floored at ``covariance_scale_floor`` (the estimator's own belief is unscaled):
+    'residual' the window's reduced chi-square σ̂² = 2 J_window / Σ n_r, 'consistency' the mean nested-estimate
+    statistic of the payload's mass and CoM at lag ``consistency_lag`` s."""
 
     loss: str = "quadratic"  #: one of ROBUST_LOSSES
     threshold: float = 2.0  #: c, whitened units per residual component
@@ -154,6 +155,7 @@ class RobustConfig:
     sensors: bool = False
     covariance_scaling: str = "none"  #: one of COVARIANCE_SCALINGS
     covariance_scale_floor: float = 1.0
+    consistency_lag: float = 0.5  #: s
 
     def __post_init__(self):
         if self.loss not in ROBUST_LOSSES:

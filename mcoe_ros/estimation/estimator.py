@@ -28,6 +28,7 @@ import numpy as np
 import pinocchio as pin
 
 from mcoe_ros.estimation.builder import EstimationParameters, ProblemBuilder
+from mcoe_ros.estimation.calibration import ConsistencyScale
 from mcoe_ros.estimation.config import EstimatorConfig
 from mcoe_ros.estimation.diagnostics import OK, WARN, Diagnostics
 from mcoe_ros.estimation.estimate import Estimate
@@ -166,6 +167,9 @@ class Estimator:
         self._knots_at_last_solve = 0
         self._restarted = False
         self._generation = 0  #: incremented by reset_payload
+        rob = config.robust
+        #: covariance calibration by the payload estimates' consistency (robust.covariance_scaling 'consistency')
+        self.consistency = ConsistencyScale(rob.consistency_lag, rob.covariance_scale_floor)
 
     # ------------------------------------------------------------------ inputs
     def _local(self, t: float) -> float:
@@ -218,6 +222,7 @@ class Estimator:
         self.solver = None
         self._recent_costs.clear()
         self._held_in_row = 0
+        self.consistency.reset()
         if self.rls is not None:
             self.rls.reset()
 
@@ -413,6 +418,8 @@ class Estimator:
             return None
         self.counters.iterations.append(result.iterations)
         est = self._estimate(solver, result, knots[-1], elapsed)
+        if self.config.robust.covariance_scaling == "consistency" and result.status != "max_time":
+            est = self._consistency_scaled(est)
         missed_deadline = result.status == "max_time"
         if missed_deadline:
             # clean fallback: the state of the iterate re-anchors the odometry (if it took a step), the payload
@@ -440,6 +447,17 @@ class Estimator:
         if self.rls_pi is not None and self.payload_mode == "rls":
             return self._with_rls_payload(est)
         return est
+
+    def _consistency_scaled(self, est: Estimate) -> Estimate:
+        """The estimate with its published covariances scaled by :class:`ConsistencyScale` (fed the unscaled one)."""
+        factor = self.consistency.update(est.t, est.payload_pi, est.payload_cov)
+        return replace(
+            est,
+            pose_cov=factor * est.pose_cov,
+            twist_cov=factor * est.twist_cov,
+            payload_cov=factor * est.payload_cov,
+            solve={**est.solve, "cov_scale": factor},
+        )
 
     @staticmethod
     def _with_payload_of(est: Estimate, other: Estimate) -> Estimate:
@@ -485,7 +503,7 @@ class Estimator:
         last = self.last_good
         if last is None:
             return ""
-        mass_std = float(np.sqrt(max(last.payload_cov[0, 0], 0.0)))
+        mass_std = float(np.sqrt(max(last.payload_cov[0, 0] / last.solve.get("cov_scale", 1.0), 0.0)))
         bound = max(MASS_STEP_MIN, MASS_STEP_SIGMAS * mass_std) * 2.0**self._held_in_row
         step = float(result.pi[0] - last.payload_pi[0])
         if abs(step) > bound:

@@ -282,8 +282,14 @@ _TABLE: tuple[Param, ...] = (
     Param(
         "robust.covariance_scaling",
         "estimator.robust.covariance_scaling",
-        "published covariances scaled by the window's reduced chi-square (residual) or not",
-        ("none", "residual"),
+        "published covariances scaled by the window's reduced chi-square (residual), by the payload estimates'"
+        " consistency over time (consistency) or not",
+        ("none", "residual", "consistency"),
+    ),
+    Param(
+        "robust.consistency_lag",
+        "estimator.robust.consistency_lag",
+        "lag between the compared payload estimates of the consistency scaling, s",
     ),
     Param(
         "robust.covariance_scale_floor",
@@ -352,6 +358,7 @@ _BOUNDS = {
     **{f"imu_bias.{n}": POSITIVE for n in ("gyro_random_walk", "accelerometer_random_walk")},
     "robust.threshold": POSITIVE,
     "robust.covariance_scale_floor": NONNEGATIVE,
+    "robust.consistency_lag": POSITIVE,
     "solver.max_iterations": (1, None, True),
     "solver.max_iterations_cold": (1, None, True),
     "solver.time_budget": NONNEGATIVE,
