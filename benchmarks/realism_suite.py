@@ -275,26 +275,28 @@ CALIBRATIONS = ("raw", "residual", "consistency")
 def nees_summary(good: list, pi_true: np.ndarray, odom: list) -> dict:
     """NEES of the published payload (final estimate; mass + CoM, mass only where the true mass is ~0) and pose
     (final and mean over the second half of the estimates) under each of :data:`CALIBRATIONS`, all from one run:
-    'raw' = the Gauss-Newton covariance (the published one divided by its ``solve['cov_scale']``), 'residual' = raw
-    times max(σ̂², 1) (``solve['chi2_dof']``), 'consistency' = raw times the
-    :class:`~mcoe_ros.estimation.calibration.ConsistencyScale` factor (lag 0.5 s, floor 1) of the estimates so far
-    (exactly what ``robust.covariance_scaling`` 'residual' / 'consistency' publish)."""
+    'raw' = the Gauss-Newton covariance (the published one divided by its ``solve['cov_scale']`` /
+    ``solve['pose_cov_scale']``), 'residual' = raw times max(σ̂², 1) (``solve['chi2_dof']``), 'consistency' = the
+    payload's raw times the :class:`~mcoe_ros.estimation.calibration.ConsistencyScale` factor (lag 0.5 s, floor 1)
+    of the estimates so far and the pose as 'residual' (exactly what ``robust.covariance_scaling`` publishes)."""
     out = {}
     with_com = abs(pi_true[0]) >= 0.3
     raw = [1.0 / e.solve.get("cov_scale", 1.0) for e in good]
+    raw_pose = [1.0 / e.solve.get("pose_cov_scale", e.solve.get("cov_scale", 1.0)) for e in good]
+    resid = [max(e.solve.get("chi2_dof", 1.0), 1.0) for e in good]
     scale = ConsistencyScale(0.5, 1.0)
     cons = [r * scale.update(e.t, e.payload_pi, r * e.payload_cov) for e, r in zip(good, raw, strict=True)]
-    factors = {
-        "raw": raw,
-        "residual": [r * max(e.solve.get("chi2_dof", 1.0), 1.0) for e, r in zip(good, raw, strict=True)],
-        "consistency": cons,
+    pose_resid = [r * f for r, f in zip(raw_pose, resid, strict=True)]
+    factors = {  # (payload, pose) factor per estimate
+        "raw": (raw, raw_pose),
+        "residual": ([r * f for r, f in zip(raw, resid, strict=True)], pose_resid),
+        "consistency": (cons, pose_resid),
     }
     last = good[-1]
-    for kind, fac in factors.items():
+    for kind, (fac, fac_pose) in factors.items():
         out[f"payload_{kind}"] = payload_nees(last.payload_pi, fac[-1] * last.payload_cov, pi_true, with_com)
-        series = pose_nees(
-            [(e.t, e.position, e.quat_xyzw, f * e.pose_cov) for e, f in zip(good, fac, strict=True)], odom
-        )
+        pairs = zip(good, fac_pose, strict=True)
+        series = pose_nees([(e.t, e.position, e.quat_xyzw, f * e.pose_cov) for e, f in pairs], odom)
         if series:
             out[f"pose_{kind}"] = series[-1]
             out[f"pose_mean_{kind}"] = float(np.mean(series[len(series) // 2 :]))

@@ -126,10 +126,6 @@ def test_compiled_declares_robust_unsupported():
     assert "robust" in unsupported_problem(prob, SolverOptions())
 
 
-def test_report():
-    print(WORST.report("robust losses"))
-
-
 def _run_sample(over: dict, n: int = 4) -> tuple[list, object]:
     from mcoe_ros.io.bag import iter_messages
     from mcoe_ros.io.feed import SensorFeed
@@ -185,3 +181,88 @@ def test_quadratic_default_has_no_robust_cost():
         RobustConfig(loss="l2")
     with pytest.raises(ValueError, match="covariance scaling"):
         RobustConfig(covariance_scaling="nees")
+
+
+def test_mass_com_jacobian_matches_finite_differences():
+    from mcoe_ros.estimation.calibration import mass_com
+
+    rng = np.random.default_rng(4)
+    pi = np.r_[3.0, 0.3, -0.15, 0.6, rng.standard_normal(6)]
+    cov = np.diag(rng.uniform(0.1, 1.0, 10))
+    _, c4 = mass_com(pi, cov)
+    fd = numdiff.jacobian(lambda p: np.r_[p[0], p[1:4] / p[0]], pi)
+    WORST.record("d(m, c)/dpi", c4, fd @ cov @ fd.T)
+
+
+def _sequence(inflate: float, n: int = 60, seed: int = 5):
+    """Recursive estimates of a constant (mass, CoM) from white samples: θ_k = mean of k samples with the claimed
+    covariance Σ/k; ``inflate`` > 1 makes the samples that much noisier than claimed (an overconfident estimator)."""
+    from mcoe_ros.multibody.inertia import pi_from_com
+
+    rng = np.random.default_rng(seed)
+    truth = np.r_[5.0, 0.05, -0.02, 0.1]
+    std = np.array([0.2, 0.01, 0.01, 0.01])
+    samples = truth + inflate * std * rng.standard_normal((n, 4))
+    out = []
+    for k in range(1, n + 1):
+        m, c = samples[:k].mean(axis=0)[0], samples[:k].mean(axis=0)[1:]
+        pi = pi_from_com(m, c, 0.01 * np.eye(3))
+        jac = np.zeros((10, 4))  # d pi / d(m, c) for the first four entries (inertia: tiny independent variance)
+        jac[0, 0], jac[1:4, 0], jac[1:4, 1:4] = 1.0, c, m * np.eye(3)
+        cov = jac @ np.diag(std**2 / k) @ jac.T + 1e-12 * np.eye(10)
+        out.append((0.05 * k, pi, cov, truth))
+    return out
+
+
+def test_consistency_scale_inflates_an_overconfident_sequence_only():
+    from mcoe_ros.apps.evaluate import payload_nees
+    from mcoe_ros.estimation.calibration import ConsistencyScale
+    from mcoe_ros.multibody.inertia import pi_from_com
+
+    factors, nees = {}, {}
+    for inflate in (1.0, 30.0):
+        scale = ConsistencyScale(lag=0.5, floor=1.0)
+        for t, pi, cov, _ in _sequence(inflate):
+            factor = scale.update(t, pi, cov)
+        truth = _sequence(inflate)[-1][3]
+        pi_true = pi_from_com(truth[0], truth[1:], 0.01 * np.eye(3))
+        factors[inflate] = factor
+        nees[inflate] = (payload_nees(pi, cov, pi_true), payload_nees(pi, factor * cov, pi_true))
+    assert factors[1.0] < 5.0  # consistent: (almost) no inflation
+    assert factors[30.0] > 100.0  # 30x too small a std: inflated by the order of 30²
+    raw, cal = nees[30.0]
+    assert raw > 100.0 and cal < raw / 100.0
+    scale.reset()
+    assert np.isnan(scale.statistic())
+
+
+def test_nees_helpers():
+    from mcoe_ros.apps.evaluate import payload_nees, pose_nees
+    from mcoe_ros.multibody.inertia import pi_from_com
+
+    pi = pi_from_com(2.0, np.array([0.1, 0.0, 0.0]), 0.01 * np.eye(3))
+    cov = np.diag(np.r_[0.01, np.full(9, 1e-4)])
+    assert payload_nees(pi, cov, pi) == pytest.approx(0.0)
+    pi_true = pi.copy()
+    pi_true[0] += 0.1  # mass off by 1 sigma (mass-only NEES)
+    assert payload_nees(pi, cov, pi_true, with_com=False) == pytest.approx(1.0)
+    q = np.array([0.0, 0.0, 0.0, 1.0])
+    truth = [(0.0, np.zeros(3), q), (1.0, np.array([0.0, 0.0, 0.2]), q)]
+    est = [(0.0, np.zeros(3), q, np.eye(6)), (1.0, np.zeros(3), q, 0.01 * np.eye(6))]
+    assert pose_nees(est, truth) == pytest.approx([0.0, 4.0])  # 0.2 m error, 0.1 m std
+
+
+def test_estimator_consistency_scaling_scales_payload_only():
+    out, est = _run_sample({"robust.covariance_scaling": "consistency"}, n=6)
+    ref, _ = _run_sample({}, n=6)
+    for a, b in zip(out, ref, strict=True):
+        assert a.solve["cov_scale"] >= 1.0 and a.solve["pose_cov_scale"] >= 1.0
+        np.testing.assert_allclose(a.payload_cov, a.solve["cov_scale"] * b.payload_cov, rtol=1e-9, atol=1e-15)
+        np.testing.assert_allclose(a.pose_cov, a.solve["pose_cov_scale"] * b.pose_cov, rtol=1e-9, atol=1e-15)
+    est.reset_payload()
+    assert np.isnan(est.consistency.statistic())
+
+
+def test_report():
+    """Last: the worst finite-difference errors of this file."""
+    print(WORST.report("robust losses and calibration"))

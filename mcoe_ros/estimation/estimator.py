@@ -449,14 +449,17 @@ class Estimator:
         return est
 
     def _consistency_scaled(self, est: Estimate) -> Estimate:
-        """The estimate with its published covariances scaled by :class:`ConsistencyScale` (fed the unscaled one)."""
+        """The estimate with its published payload covariance scaled by :class:`ConsistencyScale` (fed the unscaled
+        one) and its pose and twist covariances by the residual factor max(σ̂², floor); ``solve['cov_scale']`` is the
+        payload's factor, ``solve['pose_cov_scale']`` the pose's."""
         factor = self.consistency.update(est.t, est.payload_pi, est.payload_cov)
+        pose = max(est.solve["chi2_dof"], self.config.robust.covariance_scale_floor)
         return replace(
             est,
-            pose_cov=factor * est.pose_cov,
-            twist_cov=factor * est.twist_cov,
+            pose_cov=pose * est.pose_cov,
+            twist_cov=pose * est.twist_cov,
             payload_cov=factor * est.payload_cov,
-            solve={**est.solve, "cov_scale": factor},
+            solve={**est.solve, "cov_scale": factor, "pose_cov_scale": pose},
         )
 
     @staticmethod
