@@ -405,19 +405,14 @@ class Estimator:
         self.counters.ticks += 1
         self.last_time = knots[-1].t + (self.epoch or 0.0)
         if failure:
-            self.counters.held += 1
-            self._held_in_row += 1
-            self.last_status = f"holding last good estimate ({failure})"
-            self.solver = None
-            if self.last_good is None:
-                return None
-            held = replace(self.last_good, status=self.last_status, source="hold", rls_payload_pi=self.rls_pi)
-            return self._with_rls_payload(held) if self.rls_pi is not None else held
+            return self._hold(failure)
         if generation != self._generation:  # the payload was reset during this solve
             self.solver = None
             return None
         self.counters.iterations.append(result.iterations)
         est = self._estimate(solver, result, knots[-1], elapsed)
+        if not (est.is_finite() and np.all(np.isfinite(est.theta_cov))):  # e.g. a singular window marginal
+            return self._hold("non-finite covariance")
         if self.config.robust.covariance_scaling == "consistency" and result.status != "max_time":
             est = self._consistency_scaled(est)
         missed_deadline = result.status == "max_time"
@@ -447,6 +442,17 @@ class Estimator:
         if self.rls_pi is not None and self.payload_mode == "rls":
             return self._with_rls_payload(est)
         return est
+
+    def _hold(self, failure: str) -> Estimate | None:
+        """Discard this tick's solve: the last good estimate, marked as held (None before the first one)."""
+        self.counters.held += 1
+        self._held_in_row += 1
+        self.last_status = f"holding last good estimate ({failure})"
+        self.solver = None
+        if self.last_good is None:
+            return None
+        held = replace(self.last_good, status=self.last_status, source="hold", rls_payload_pi=self.rls_pi)
+        return self._with_rls_payload(held) if self.rls_pi is not None else held
 
     def _consistency_scaled(self, est: Estimate) -> Estimate:
         """The estimate with its published payload covariance scaled by :class:`ConsistencyScale` (fed the unscaled
