@@ -410,7 +410,10 @@ class Estimator:
             self.solver = None
             return None
         self.counters.iterations.append(result.iterations)
-        est = self._estimate(solver, result, knots[-1], elapsed)
+        try:
+            est = self._estimate(solver, result, knots[-1], elapsed)
+        except (np.linalg.LinAlgError, FloatingPointError) as err:
+            return self._hold(f"covariance error: {err}")
         if not (est.is_finite() and np.all(np.isfinite(est.theta_cov))):  # e.g. a singular window marginal
             return self._hold("non-finite covariance")
         if self.config.robust.covariance_scaling == "consistency" and result.status != "max_time":
