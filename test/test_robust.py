@@ -263,6 +263,29 @@ def test_estimator_consistency_scaling_scales_payload_only():
     assert np.isnan(est.consistency.statistic())
 
 
+def test_non_finite_covariance_holds_instead_of_crashing(monkeypatch):
+    """A window whose marginal covariance is non-finite (or whose inversion fails) is held, never published."""
+    from mcoe_ros.estimation.estimator import Estimator
+
+    calls = {"n": 0}
+    original = Estimator._terminal_covariance
+
+    def broken(solver):
+        calls["n"] += 1
+        cov = original(solver)
+        if calls["n"] % 2 == 0:
+            cov[:] = np.nan
+        elif calls["n"] % 3 == 0:
+            raise np.linalg.LinAlgError("Eigenvalues did not converge")
+        return cov
+
+    monkeypatch.setattr(Estimator, "_terminal_covariance", staticmethod(broken))
+    out, est = _run_sample({}, n=6)
+    assert calls["n"] >= 3 and est.counters.held >= 2
+    assert all(e.is_finite() and np.all(np.isfinite(e.theta_cov)) for e in out)
+    assert any(e.source == "hold" for e in out)
+
+
 def test_report():
     """Last: the worst finite-difference errors of this file."""
     print(WORST.report("robust losses and calibration"))
