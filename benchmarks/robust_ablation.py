@@ -180,9 +180,10 @@ def run(args) -> dict:
             done[key] = {**res.__dict__, "wall_s": time.perf_counter() - t}
             done[key]["series"] = [series_entry(e) for e in rs.LAST_HISTORY]
             print(f"{key}: mass {rs.mass_cell(res)}, CoM {rs.fmt(res.com_mm, '.0f')} mm ({done[key]['wall_s']:.0f} s)")
-            if args.json:
-                with open(args.json, "w", encoding="utf-8") as fh:
+            if args.json:  # atomically: a report may read it meanwhile
+                with open(args.json + ".tmp", "w", encoding="utf-8") as fh:
                     json.dump(done, fh, indent=1, default=float)
+                os.replace(args.json + ".tmp", args.json)
     return done
 
 
