@@ -277,15 +277,17 @@ def nees_summary(good: list, pi_true: np.ndarray, odom: list) -> dict:
     (final and mean over the second half of the estimates) under each of :data:`CALIBRATIONS`, all from one run:
     'raw' = the Gauss-Newton covariance (the published one divided by its ``solve['cov_scale']`` /
     ``solve['pose_cov_scale']``), 'residual' = raw times max(σ̂², 1) (``solve['chi2_dof']``), 'consistency' = the
-    payload's raw times the :class:`~mcoe_ros.estimation.calibration.ConsistencyScale` factor (lag 0.5 s, floor 1)
-    of the estimates so far and the pose as 'residual' (exactly what ``robust.covariance_scaling`` publishes)."""
+    payload's raw times the larger of the :class:`~mcoe_ros.estimation.calibration.ConsistencyScale` factor (lag
+    0.5 s, floor 1) of the estimates so far and max(σ̂², 1), and the pose as 'residual' (exactly what ``robust.covariance_scaling`` publishes)."""
     out = {}
     with_com = abs(pi_true[0]) >= 0.3
     raw = [1.0 / e.solve.get("cov_scale", 1.0) for e in good]
     raw_pose = [1.0 / e.solve.get("pose_cov_scale", e.solve.get("cov_scale", 1.0)) for e in good]
     resid = [max(e.solve.get("chi2_dof", 1.0), 1.0) for e in good]
     scale = ConsistencyScale(0.5, 1.0)
-    cons = [r * scale.update(e.t, e.payload_pi, r * e.payload_cov) for e, r in zip(good, raw, strict=True)]
+    cons = [
+        r * max(scale.update(e.t, e.payload_pi, r * e.payload_cov), f) for e, r, f in zip(good, raw, resid, strict=True)
+    ]
     pose_resid = [r * f for r, f in zip(raw_pose, resid, strict=True)]
     factors = {  # (payload, pose) factor per estimate
         "raw": (raw, raw_pose),

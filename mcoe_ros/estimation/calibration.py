@@ -10,10 +10,11 @@ configured standard deviations. Two stated corrections, selected by ``robust.cov
   Δ = θ_k − θ_j with Cov(Δ) = Σ_j − Σ_k ⪯ Σ_j, hence E[Δᵀ Σ_j⁻¹ Δ] ≤ d. Systematic model errors (unmodelled
   actuator losses, soft feet, a wrong URDF) make the estimate wander far beyond its claimed σ; the largest
   T = Δᵀ Σ_j⁻¹ Δ / d seen so far (lag ``consistency_lag`` s, on the payload's mass and CoM, d = 4) bounds by how
-  much the covariance is too small, and the published payload covariance is multiplied by max(T_max, floor)
+  much the covariance is too small, and the published payload covariance is multiplied by max(T_max, σ̂², floor)
   (the largest rather than the mean: chosen on the ablation of docs/robust.md, where the mean left the NEES 10-80x
   above the band). The pose and twist covariances get the ``residual`` factor: a payload statistic says nothing
-  about the odometry. It cannot see a *steady* bias (an estimate that converged to a wrong value and stays there).
+  about the odometry. The two statistics see different failures (a misfit inside the window, a drift across
+  windows), hence the larger of the two for the payload. It cannot see a *steady* bias (an estimate that converged to a wrong value and stays there).
 """
 
 from __future__ import annotations

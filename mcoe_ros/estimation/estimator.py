@@ -458,11 +458,11 @@ class Estimator:
         return self._with_rls_payload(held) if self.rls_pi is not None else held
 
     def _consistency_scaled(self, est: Estimate) -> Estimate:
-        """The estimate with its published payload covariance scaled by :class:`ConsistencyScale` (fed the unscaled
-        one) and its pose and twist covariances by the residual factor max(σ̂², floor); ``solve['cov_scale']`` is the
-        payload's factor, ``solve['pose_cov_scale']`` the pose's."""
-        factor = self.consistency.update(est.t, est.payload_pi, est.payload_cov)
+        """The estimate with its published payload covariance scaled by the larger of the :class:`ConsistencyScale`
+        factor (fed the unscaled covariance) and the residual factor max(σ̂², floor), its pose and twist covariances by
+        the residual factor; ``solve['cov_scale']`` is the payload's factor, ``solve['pose_cov_scale']`` the pose's."""
         pose = max(est.solve["chi2_dof"], self.config.robust.covariance_scale_floor)
+        factor = max(self.consistency.update(est.t, est.payload_pi, est.payload_cov), pose)
         return replace(
             est,
             pose_cov=pose * est.pose_cov,
