@@ -278,7 +278,8 @@ def nees_summary(good: list, pi_true: np.ndarray, odom: list) -> dict:
     'raw' = the Gauss-Newton covariance (the published one divided by its ``solve['cov_scale']`` /
     ``solve['pose_cov_scale']``), 'residual' = raw times max(σ̂², 1) (``solve['chi2_dof']``), 'consistency' = the
     payload's raw times the larger of the :class:`~mcoe_ros.estimation.calibration.ConsistencyScale` factor (lag
-    0.5 s, floor 1) of the estimates so far and max(σ̂², 1), and the pose as 'residual' (exactly what ``robust.covariance_scaling`` publishes)."""
+    0.5 s, floor 1) of the estimates so far and max(σ̂², 1), and the pose as 'residual' (exactly what
+    ``robust.covariance_scaling`` publishes)."""
     out = {}
     with_com = abs(pi_true[0]) >= 0.3
     raw = [1.0 / e.solve.get("cov_scale", 1.0) for e in good]

@@ -14,7 +14,8 @@ configured standard deviations. Two stated corrections, selected by ``robust.cov
   (the largest rather than the mean: chosen on the ablation of docs/robust.md, where the mean left the NEES 10-80x
   above the band). The pose and twist covariances get the ``residual`` factor: a payload statistic says nothing
   about the odometry. The two statistics see different failures (a misfit inside the window, a drift across
-  windows), hence the larger of the two for the payload. It cannot see a *steady* bias (an estimate that converged to a wrong value and stays there).
+  windows), hence the larger of the two for the payload. It cannot see a *steady* bias (an estimate that converged
+  to a wrong value and stays there).
 """
 
 from __future__ import annotations
