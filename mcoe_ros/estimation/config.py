@@ -153,7 +153,7 @@ class RobustConfig:
     process: bool = True
     contact: bool = True
     sensors: bool = False
-    covariance_scaling: str = "none"  #: one of COVARIANCE_SCALINGS
+    covariance_scaling: str = "consistency"  #: one of COVARIANCE_SCALINGS
     covariance_scale_floor: float = 1.0
     consistency_lag: float = 0.5  #: s
 
