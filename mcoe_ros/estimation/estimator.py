@@ -515,7 +515,8 @@ class Estimator:
         last = self.last_good
         if last is None:
             return ""
-        mass_std = float(np.sqrt(max(last.payload_cov[0, 0] / last.solve.get("cov_scale", 1.0), 0.0)))
+        unscaled = last.payload_cov[0, 0] / getattr(last, "solve", {}).get("cov_scale", 1.0)  # see robust.*
+        mass_std = float(np.sqrt(max(unscaled, 0.0)))
         bound = max(MASS_STEP_MIN, MASS_STEP_SIGMAS * mass_std) * 2.0**self._held_in_row
         step = float(result.pi[0] - last.payload_pi[0])
         if abs(step) > bound:
