@@ -110,3 +110,48 @@ def trajectory_errors(estimates: list[tuple[float, np.ndarray, np.ndarray]], tru
         "_times": [e[0] for e, _ in pairs],
         "_pos_err": [float(v) for v in pos_err],
     }
+
+
+#: two-sided 95 % band of a chi-square variable with d degrees of freedom (d = 1, 4, 6: mass, mass + CoM, pose)
+CHI2_BAND_95 = {1: (0.000982, 5.024), 3: (0.2158, 9.348), 4: (0.4844, 11.143), 6: (1.237, 14.449)}
+
+
+def payload_nees(pi_est: np.ndarray, cov_pi: np.ndarray, pi_true: np.ndarray, with_com: bool = True) -> float:
+    """NEES eᵀ Σ⁻¹ e of the payload's (mass kg, CoM m (3,)) (or the mass alone), Σ mapped from the covariance of
+    pi (10, 10) through d(m, h/m)/dpi at the estimate (h = m c the first moment)."""
+    m = float(pi_est[0])
+    if not with_com or m == 0.0:
+        var = float(cov_pi[0, 0])
+        return (m - float(pi_true[0])) ** 2 / var if var > 0.0 else math.inf
+    jac = np.zeros((4, 10))
+    jac[0, 0] = 1.0
+    jac[1:, 0] = -np.asarray(pi_est[1:4]) / m**2
+    jac[1:, 1:4] = np.eye(3) / m
+    err = np.r_[m - pi_true[0], np.asarray(pi_est[1:4]) / m - np.asarray(pi_true[1:4]) / pi_true[0]]
+    cov = jac @ cov_pi @ jac.T
+    return float(err @ np.linalg.pinv(0.5 * (cov + cov.T), rcond=1e-14, hermitian=True) @ err)
+
+
+def pose_nees(estimates: list[tuple[float, np.ndarray, np.ndarray, np.ndarray]], truth: list) -> list[float]:
+    """NEES of each pose estimate (t s, position (3,), quat xyzw, covariance (6, 6) over (position, rotation) in odom
+    axes, rotation error e with R_true = Exp(e) R_est) against ``truth`` [(t, p, q)] after the first-pose alignment of
+    :func:`trajectory_errors` (translation + yaw); estimates without a truth sample within 10 ms are skipped."""
+    times = np.array([o[0] for o in truth])
+    out, align = [], None
+    for t, pe, qe, cov in estimates:
+        i = int(np.clip(np.searchsorted(times, t), 0, len(times) - 1))
+        if abs(times[i] - t) >= 0.01:
+            continue
+        _, p, q = truth[i]
+        if align is None:
+            dyaw = yaw(q) - yaw(qe)
+            c, s = math.cos(dyaw), math.sin(dyaw)
+            align = (np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]), pe.copy(), p.copy())
+        rz, pe0, p0 = align
+        err = np.r_[p - (rz @ (pe - pe0) + p0), pin.log3(rotation(q) @ (rz @ rotation(qe)).T)]
+        cov = np.asarray(cov, dtype=float)
+        jac = np.zeros((6, 6))  # the covariance in the aligned axes
+        jac[:3, :3] = jac[3:, 3:] = rz
+        cov = jac @ cov @ jac.T
+        out.append(float(err @ np.linalg.pinv(0.5 * (cov + cov.T), rcond=1e-14, hermitian=True) @ err))
+    return out

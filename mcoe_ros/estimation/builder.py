@@ -19,13 +19,14 @@ from collections.abc import Sequence
 import numpy as np
 import pinocchio as pin
 
-from mcoe_ros.estimation.config import EstimatorConfig
+from mcoe_ros.estimation.config import EstimatorConfig, RobustConfig
 from mcoe_ros.estimation.window import GridKnot
 from mcoe_ros.multibody.actuator import ActuatorModel, ParameterLayout
 from mcoe_ros.multibody.imu import base_motion, imu_mount
 from mcoe_ros.multibody.inertia import OffsetParametrization, make_parametrization, pi_from_com
 from mcoe_ros.multibody.interval import IntervalModelCache, MultibodyIntervalModel
 from mcoe_ros.multibody.measurements import (
+    ContactVelocity,
     ImuAngularVelocity,
     ImuOrientation,
     ImuSpecificForce,
@@ -40,6 +41,7 @@ from mcoe_ros.ocp.problem import (
     PositiveParameters,
     StackedParametrization,
 )
+from mcoe_ros.ocp.robust import RobustCost, RobustLoss
 
 
 class EstimationParameters:
@@ -84,6 +86,24 @@ class EstimationParameters:
     def body_pi(self, pi: np.ndarray) -> np.ndarray:
         """The estimated physically consistent body (10,) of a pi: payload + offset."""
         return pi[:10] + self.body_offset
+
+
+def robust_cost(config: RobustConfig) -> RobustCost | None:
+    """The problem's :class:`RobustCost` for ``config`` (None when the loss is quadratic): one group per stance
+    foot's zero-velocity pseudo-measurement (``contact``), per IMU/encoder measurement (``sensors``), and the process
+    noise of each interval (``process``)."""
+    if config.loss == "quadratic" or not (config.process or config.contact or config.sensors):
+        return None
+    loss = RobustLoss(config.loss, config.threshold)
+
+    def groups(model: MultibodyIntervalModel) -> list[tuple[slice, RobustLoss]]:
+        out = []
+        for meas, sl in zip(model.measurements, model.r_slices, strict=True):
+            if config.contact if isinstance(meas, ContactVelocity) else config.sensors:
+                out.append((sl, loss))
+        return out
+
+    return RobustCost(loss if config.process else None, groups)
 
 
 class ProblemBuilder:
@@ -133,6 +153,7 @@ class ProblemBuilder:
             self.noise_info = np.r_[
                 np.full(nv, noise.process_position**-2.0), np.full(nv, noise.process_velocity**-2.0)
             ]
+        self.robust = robust_cost(config.robust)
         self.arrival_info = np.r_[np.full(nv, noise.arrival_position**-2.0), np.full(nv, noise.arrival_velocity**-2.0)]
         self._kin_data = robot.create_data()  # solve-thread scratch
         self._mount = imu_mount(robot)
@@ -216,7 +237,9 @@ class ProblemBuilder:
     ) -> EstimationProblem:
         """The Python problem of :meth:`fresh_parts`' models, inputs (N+1 (u, z)) and prior."""
         param = self.parameters.parametrization
-        problem = EstimationProblem(running, terminal, prior, param, self.noise_info, self.noise_dims, self.noise_model)
+        problem = EstimationProblem(
+            running, terminal, prior, param, self.noise_info, self.noise_dims, self.noise_model, self.robust
+        )
         for k, (u, z) in enumerate(inputs):
             problem.set_knot(k, u, z)
         return problem

@@ -139,6 +139,41 @@ class ImuBiasConfig:
     accelerometer_random_walk: float = 1e-2  #: m/s^2/sqrt(s)
 
 
+ROBUST_LOSSES = ("quadratic", "huber", "cauchy")
+COVARIANCE_SCALINGS = ("none", "residual", "consistency")
+
+
+@dataclass(frozen=True)
+class RobustConfig:
+    """Robust losses (:mod:`mcoe_ros.ocp.robust`, solved by IRLS inside the Gauss–Newton solver; Python backend only:
+    a robust problem falls back from the compiled solver) and covariance calibration.
+
+    ``loss`` applies to each interval's process noise (``process``), each stance foot's zero-velocity
+    pseudo-measurement (``contact``) and each IMU/encoder measurement block (``sensors``); ``threshold`` c is the RMS
+    whitened residual component at which a group becomes an outlier (k² = c² × group size).
+    ``covariance_scaling`` (:mod:`mcoe_ros.estimation.calibration`) multiplies the published pose, twist and payload
+    covariances by a factor floored at ``covariance_scale_floor`` (the estimator's own belief is unscaled):
+    'residual' the window's reduced chi-square σ̂² = 2 J_window / Σ n_r, 'consistency' the mean nested-estimate
+    statistic of the payload's mass and CoM at lag ``consistency_lag`` s."""
+
+    loss: str = "quadratic"  #: one of ROBUST_LOSSES
+    threshold: float = 2.0  #: c, whitened units per residual component
+    process: bool = True
+    contact: bool = True
+    sensors: bool = False
+    covariance_scaling: str = "consistency"  #: one of COVARIANCE_SCALINGS
+    covariance_scale_floor: float = 1.0
+    consistency_lag: float = 0.5  #: s
+
+    def __post_init__(self):
+        if self.loss not in ROBUST_LOSSES:
+            raise ValueError(f"robust loss must be one of {ROBUST_LOSSES}, got {self.loss!r}")
+        if self.covariance_scaling not in COVARIANCE_SCALINGS:
+            raise ValueError(
+                f"covariance scaling must be one of {COVARIANCE_SCALINGS}, got {self.covariance_scaling!r}"
+            )
+
+
 @dataclass(frozen=True)
 class SolverConfig:
     """Iteration budget and solver variants per tick."""
@@ -164,4 +199,5 @@ class EstimatorConfig:
     actuator: ActuatorConfig = field(default_factory=ActuatorConfig)
     imu_bias: ImuBiasConfig = field(default_factory=ImuBiasConfig)
     solver: SolverConfig = field(default_factory=SolverConfig)
+    robust: RobustConfig = field(default_factory=RobustConfig)
     contact: ContactConfig = field(default_factory=ContactConfig)

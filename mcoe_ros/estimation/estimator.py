@@ -28,6 +28,7 @@ import numpy as np
 import pinocchio as pin
 
 from mcoe_ros.estimation.builder import EstimationParameters, ProblemBuilder
+from mcoe_ros.estimation.calibration import ConsistencyScale
 from mcoe_ros.estimation.config import EstimatorConfig
 from mcoe_ros.estimation.diagnostics import OK, WARN, Diagnostics
 from mcoe_ros.estimation.estimate import Estimate
@@ -183,6 +184,9 @@ class Estimator:
         self._warmup_left = 0  #: iterations of a cold start still to run on the next ticks
         self._restarted = False
         self._generation = 0  #: incremented by reset_payload
+        rob = config.robust
+        #: covariance calibration by the payload estimates' consistency (robust.covariance_scaling 'consistency')
+        self.consistency = ConsistencyScale(rob.consistency_lag, rob.covariance_scale_floor)
 
     # ------------------------------------------------------------------ inputs
     def _local(self, t: float) -> float:
@@ -235,6 +239,7 @@ class Estimator:
         self.solver = None
         self._recent_costs.clear()
         self._held_in_row = 0
+        self.consistency.reset()
         if self.rls is not None:
             self.rls.reset()
 
@@ -360,7 +365,7 @@ class Estimator:
         if backend != "python":
             if compiled.available():
                 velocity_noise = builder.noise_dims is not None
-                reason = compiled.unsupported_models([*running, terminal], self.options, velocity_noise)
+                reason = compiled.unsupported_models([*running, terminal], self.options, velocity_noise, builder.robust)
             else:
                 reason = "not built"
             if reason is None:
@@ -446,15 +451,7 @@ class Estimator:
         self.counters.ticks += 1
         self.last_time = knots[-1].t + (self.epoch or 0.0)
         if failure:
-            self._warmup_left = 0
-            self.counters.held += 1
-            self._held_in_row += 1
-            self.last_status = f"holding last good estimate ({failure})"
-            self.solver = None
-            if self.last_good is None:
-                return None
-            held = replace(self.last_good, status=self.last_status, source="hold", rls_payload_pi=self.rls_pi)
-            return self._with_rls_payload(held) if self.rls_pi is not None else held
+            return self._hold(failure)
         if generation != self._generation:  # the payload was reset during this solve
             self.solver = None
             return None
@@ -463,7 +460,14 @@ class Estimator:
             self.counters.warmup += 1
             self.last_status = "converging (cold start)"
             return None
-        est = self._estimate(solver, result, knots[-1], elapsed)
+        try:
+            est = self._estimate(solver, result, knots[-1], elapsed)
+        except (np.linalg.LinAlgError, FloatingPointError) as err:
+            return self._hold(f"covariance error: {err}")
+        if not (est.is_finite() and np.all(np.isfinite(est.theta_cov))):  # e.g. a singular window marginal
+            return self._hold("non-finite covariance")
+        if self.config.robust.covariance_scaling == "consistency" and result.status != "max_time":
+            est = self._consistency_scaled(est)
         missed_deadline = result.status == "max_time"
         if missed_deadline:
             # clean fallback: the state of the iterate re-anchors the odometry (if it took a step), the payload
@@ -491,6 +495,32 @@ class Estimator:
         if self.rls_pi is not None and self.payload_mode == "rls":
             return self._with_rls_payload(est)
         return est
+
+    def _hold(self, failure: str) -> Estimate | None:
+        """Discard this tick's solve: the last good estimate, marked as held (None before the first one)."""
+        self._warmup_left = 0
+        self.counters.held += 1
+        self._held_in_row += 1
+        self.last_status = f"holding last good estimate ({failure})"
+        self.solver = None
+        if self.last_good is None:
+            return None
+        held = replace(self.last_good, status=self.last_status, source="hold", rls_payload_pi=self.rls_pi)
+        return self._with_rls_payload(held) if self.rls_pi is not None else held
+
+    def _consistency_scaled(self, est: Estimate) -> Estimate:
+        """The estimate with its published payload covariance scaled by the larger of the :class:`ConsistencyScale`
+        factor (fed the unscaled covariance) and the residual factor max(σ̂², floor), its pose and twist covariances by
+        the residual factor; ``solve['cov_scale']`` is the payload's factor, ``solve['pose_cov_scale']`` the pose's."""
+        pose = max(est.solve["chi2_dof"], self.config.robust.covariance_scale_floor)
+        factor = max(self.consistency.update(est.t, est.payload_pi, est.payload_cov), pose)
+        return replace(
+            est,
+            pose_cov=pose * est.pose_cov,
+            twist_cov=pose * est.twist_cov,
+            payload_cov=factor * est.payload_cov,
+            solve={**est.solve, "cov_scale": factor, "pose_cov_scale": pose},
+        )
 
     @staticmethod
     def _with_payload_of(est: Estimate, other: Estimate) -> Estimate:
@@ -536,7 +566,8 @@ class Estimator:
         last = self.last_good
         if last is None:
             return ""
-        mass_std = float(np.sqrt(max(last.payload_cov[0, 0], 0.0)))
+        unscaled = last.payload_cov[0, 0] / getattr(last, "solve", {}).get("cov_scale", 1.0)  # see robust.*
+        mass_std = float(np.sqrt(max(unscaled, 0.0)))
         bound = max(MASS_STEP_MIN, MASS_STEP_SIGMAS * mass_std) * 2.0**self._held_in_row
         step = float(result.pi[0] - last.payload_pi[0])
         if abs(step) > bound:
@@ -550,6 +581,9 @@ class Estimator:
         problem = solver.problem
         ndx, nv, nq = problem.ndx, robot.nv, robot.nq
         cov = self._terminal_covariance(solver)
+        chi2_dof = self.reduced_chi2(solver, result)
+        rob = self.config.robust
+        scale = max(chi2_dof, rob.covariance_scale_floor) if rob.covariance_scaling == "residual" else 1.0
         x = result.xs[-1]
         quat = x[3:7] / np.linalg.norm(x[3:7])
         rot = pin.Quaternion(quat[3], quat[0], quat[1], quat[2]).toRotationMatrix()
@@ -575,10 +609,10 @@ class Estimator:
             quat_xyzw=quat.copy(),
             linear_velocity=x[nq : nq + 3].copy(),
             angular_velocity=x[nq + 3 : nq + 6].copy(),
-            pose_cov=pose_cov,
-            twist_cov=twist_cov,
+            pose_cov=scale * pose_cov,
+            twist_cov=scale * twist_cov,
             payload_pi=result.pi[:10].copy(),
-            payload_cov=pi_cov[:10, :10],
+            payload_cov=scale * pi_cov[:10, :10],
             combined_pi=robot.combined_pi(result.pi[:10]),
             theta=result.theta.copy(),
             theta_cov=theta_cov,
@@ -591,6 +625,8 @@ class Estimator:
                 "converged": result.converged,
                 "solve_time": elapsed,
                 "status": result.status,
+                "chi2_dof": chi2_dof,
+                "cov_scale": scale,
             },
             rls_payload_pi=self.rls_pi,
             payload_frame=self.config.robot.payload_frame,
@@ -598,6 +634,16 @@ class Estimator:
             actuator=extra_blocks.get("actuator"),
             imu_bias=extra_blocks.get("imu_bias"),
         )
+
+    @staticmethod
+    def reduced_chi2(solver: MCOESolver, result) -> float:
+        """The window's reduced chi-square σ̂² = 2 J_window / Σ n_r: the solution's cost without the arrival prior's
+        (whitened measurement + process cost of the window, robust if so configured) per measurement degree of
+        freedom (the window has Σ n_r + N n_w + n_prior residuals and n_prior + N n_w free variables)."""
+        problem = solver.problem
+        prior_cost = problem.prior.cost(problem.state, result.xs[0], result.theta)
+        dof = sum(len(knot.data.r) for knot in problem.knots)
+        return max(2.0 * (result.cost - prior_cost), 0.0) / max(dof, 1)
 
     @staticmethod
     def _terminal_covariance(solver: MCOESolver) -> np.ndarray:

@@ -280,6 +280,34 @@ _TABLE: tuple[Param, ...] = (
         "estimator.imu_bias.accelerometer_random_walk",
         "accelerometer bias random walk, m/s^2/sqrt(s)",
     ),
+    # robust losses and covariance calibration
+    Param(
+        "robust.loss",
+        "estimator.robust.loss",
+        "robust loss on the selected residual groups (non-quadratic: Python solver only)",
+        ("quadratic", "huber", "cauchy"),
+    ),
+    Param("robust.threshold", "estimator.robust.threshold", "outlier threshold, RMS whitened residual per component"),
+    Param("robust.process", "estimator.robust.process", "robust loss on each interval's process noise"),
+    Param("robust.contact", "estimator.robust.contact", "robust loss on each stance foot's zero-velocity residual"),
+    Param("robust.sensors", "estimator.robust.sensors", "robust loss on each IMU and encoder measurement block"),
+    Param(
+        "robust.covariance_scaling",
+        "estimator.robust.covariance_scaling",
+        "published covariances scaled by the window's reduced chi-square (residual), by the payload estimates'"
+        " consistency over time (consistency) or not",
+        ("none", "residual", "consistency"),
+    ),
+    Param(
+        "robust.consistency_lag",
+        "estimator.robust.consistency_lag",
+        "lag between the compared payload estimates of the consistency scaling, s",
+    ),
+    Param(
+        "robust.covariance_scale_floor",
+        "estimator.robust.covariance_scale_floor",
+        "lower bound of the covariance scale factor",
+    ),
     # solver
     Param("solver.max_iterations", "estimator.solver.max_iterations", "solver iterations per tick"),
     Param(
@@ -342,6 +370,9 @@ _BOUNDS = {
     "actuator.min_excitation": NONNEGATIVE,
     **{f"imu_bias.{n}": POSITIVE for n in ("gyro_prior_std", "accelerometer_prior_std")},
     **{f"imu_bias.{n}": POSITIVE for n in ("gyro_random_walk", "accelerometer_random_walk")},
+    "robust.threshold": POSITIVE,
+    "robust.covariance_scale_floor": NONNEGATIVE,
+    "robust.consistency_lag": POSITIVE,
     "solver.max_iterations": (1, None, True),
     "solver.max_iterations_cold": (1, None, True),
     "solver.time_budget": NONNEGATIVE,

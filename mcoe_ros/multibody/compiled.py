@@ -236,12 +236,15 @@ def unsupported_problem(problem: EstimationProblem, options: SolverOptions) -> s
     """Why a problem / options pair cannot use the compiled solver (None if it can)."""
     nv = problem.ndx // 2
     velocity_noise = not problem.full_noise and np.array_equal(problem.noise_dims, np.arange(nv, 2 * nv))
-    return unsupported_models([k.model for k in problem.knots], options, velocity_noise)
+    robust = getattr(problem, "robust", None)
+    return unsupported_models([k.model for k in problem.knots], options, velocity_noise, robust)
 
 
-def unsupported_models(models: Sequence, options: SolverOptions, velocity_noise: bool) -> str | None:
-    """Why interval models (running and terminal) / options / a noise model (on the velocities or not) cannot use
-    the compiled solver (None if they can)."""
+def unsupported_models(models: Sequence, options: SolverOptions, velocity_noise: bool, robust=None) -> str | None:
+    """Why interval models (running and terminal) / options / a noise model (on the velocities or not) / a robust
+    cost (:class:`mcoe_ros.ocp.robust.RobustCost` or None) cannot use the compiled solver (None if they can)."""
+    if robust is not None:
+        return "robust losses (Python reference only)"
     if options.rollout != "multiple":
         return f"rollout {options.rollout!r}"
     if not velocity_noise:

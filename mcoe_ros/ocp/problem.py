@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mcoe_ros.ocp.interval import IntervalModel
+from mcoe_ros.ocp.robust import RobustCost
 
 
 def _as_information(info: np.ndarray | float, n: int) -> np.ndarray:
@@ -197,8 +198,10 @@ class Knot:
 
     model: the knot's interval model; data / trial: its IntervalData for the linearisation point and for line-search
     trials (they share the u and z arrays). W, W_sqrt (nw, nw): process-noise information of interval k and an
-    upper factor (W = W_sqrtᵀ W_sqrt). Linearisation: Fth (ndx, ntheta), Rth (nr, ntheta), A (ndx, ndx),
-    B (ndx, nw), C (ndx, ntheta), gap c (ndx,), fbar = E c (ndx,), y = f ⊕ G w (nx,).
+    upper factor (W = W_sqrtᵀ W_sqrt). With a robust cost (:mod:`mcoe_ros.ocp.robust`) W is the IRLS-weighted
+    information ρ'(s) W_quad of the last linearisation, W_quad the noise model's (W_sqrt its factor), r_weights the
+    weights of the knot's robust residual groups; without one W_quad is W. Linearisation: Fth (ndx, ntheta),
+    Rth (nr, ntheta), A (ndx, ndx), B (ndx, nw), C (ndx, ntheta), gap c (ndx,), fbar = E c (ndx,), y = f ⊕ G w (nx,).
     """
 
     def __init__(
@@ -213,6 +216,8 @@ class Knot:
         self.trial.z = self.data.z
         self.W = _as_information(noise_info, nw)
         self.W_sqrt = self._sqrt(self.W)
+        self.W_quad = self.W
+        self.r_weights = np.ones(0)
         nr = model.nr
         self.Fth = np.zeros((ndx, ntheta))
         self.Rth = np.zeros((nr, ntheta))
@@ -248,6 +253,8 @@ class EstimationProblem:
         noise_model: optional ``noise_model(knot) -> W`` (nw, nw) evaluated from a knot's linearisation by
             :meth:`refresh_noise` (state-dependent process noise, e.g. induced by joint-torque noise); W stays fixed
             between refreshes so that costs within one solve are comparable.
+        robust: optional :class:`~mcoe_ros.ocp.robust.RobustCost` (robust losses on the process noise and on groups
+            of measurement residuals, solved by IRLS: see :mod:`mcoe_ros.ocp.robust`); None = all quadratic.
     """
 
     def __init__(
@@ -259,7 +266,9 @@ class EstimationProblem:
         noise_info: np.ndarray | float | Sequence,
         noise_dims: Sequence[int] | None = None,
         noise_model=None,
+        robust: RobustCost | None = None,
     ):
+        self.robust = robust
         self.state = terminal.state
         self.ndx = self.state.ndx
         self._nv_block = int(getattr(self.state, "q_block", 0))  # block-diagonal manifold Jacobians (ocp.state)
@@ -289,6 +298,8 @@ class EstimationProblem:
 
     def _knot(self, model: IntervalModel, noise_info, terminal: bool) -> Knot:
         knot = Knot(model, self.ndx, self.ntheta, noise_info, terminal, self.nw)
+        if self.robust is not None:
+            knot.W_quad = knot.W.copy()
         if not self.full_noise:
             knot.B[:] = self.noise_map  # exact and constant (see module docstring)
         return knot
@@ -321,7 +332,22 @@ class EstimationProblem:
 
     # ------------------------------------------------------------------ evaluation
     def noise_cost(self, k: int, w: np.ndarray) -> float:
+        """Process-noise cost ½ wᵀ W w of interval k (robust: ½ ρ(wᵀ W_quad w))."""
+        if self.robust is not None:
+            return self.robust.noise_cost(self.knots[k].W_quad, w)
         return 0.5 * float(w @ self.knots[k].W @ w)
+
+    def measurement_cost(self, k: int, r: np.ndarray) -> float:
+        """Measurement cost of knot k's whitened residual r (nr,): ½ ‖r‖² (robust: ½ Σ ρ over its groups)."""
+        if self.robust is not None:
+            return self.robust.measurement_cost(self.knots[k].model, r)
+        return 0.5 * float(r @ r)
+
+    def _weigh_noise(self, nd: Knot, w: np.ndarray) -> float:
+        """IRLS on interval noise: W = ρ'(wᵀ W_quad w) W_quad; returns ½ ρ(wᵀ W_quad w)."""
+        rob = self.robust
+        np.multiply(nd.W_quad, rob.noise_weight(nd.W_quad, w), out=nd.W)
+        return rob.noise_cost(nd.W_quad, w)
 
     def calc_diff(self, xs: Sequence[np.ndarray], ws: Sequence[np.ndarray], theta: np.ndarray) -> float:
         """Linearise at (xs (N+1, nx), ws (N, ndx), theta (ntheta,)): model Jacobians, Fθ, Rθ, gaps, A, B, C.
@@ -346,11 +372,14 @@ class EstimationProblem:
         d = nd.data
         nd.model.calc_diff(d, x, self.pi)
         np.matmul(d.Rp, self.dpi, out=nd.Rth)
-        cost = 0.5 * float(d.r @ d.r)
+        if self.robust is None:
+            cost = 0.5 * float(d.r @ d.r)
+        else:  # IRLS: r, Rx, Rθ of each robust group scaled by √ρ'(s) (d.Rp is left as the model wrote it)
+            cost, nd.r_weights = self.robust.reweight(nd.model, d.r, d.Rx, nd.Rth)
         if nd.terminal:
             return cost
         np.matmul(d.Fp, self.dpi, out=nd.Fth)
-        cost += 0.5 * float(w @ nd.W @ w)
+        cost += 0.5 * float(w @ nd.W @ w) if self.robust is None else self._weigh_noise(nd, w)
         gw = self.noise_tangent(w)
         nd.y[:] = state.integrate(d.xnext, gw)
         nd.gap[:] = state.difference(x_next, nd.y)
@@ -390,6 +419,12 @@ class EstimationProblem:
         delta = 0.0
         for k, knot in enumerate(self.knots[:-1]):
             w = ws[k]
+            if self.robust is not None:
+                before = self.noise_cost(k, w)
+                knot.W_quad[:] = self.noise_model(knot)
+                knot.W_sqrt[:] = Knot._sqrt(knot.W_quad)
+                delta += self._weigh_noise(knot, w) - before
+                continue
             before = float(w @ knot.W @ w)
             knot.W[:] = self.noise_model(knot)
             knot.W_sqrt[:] = Knot._sqrt(knot.W)
@@ -418,7 +453,7 @@ class EstimationProblem:
             raise ValueError("shift needs 0 < k <= N and k new running models")
         old = self.knots
         pool = old[:k] + [old[-1]]
-        default_w = old[-2].W
+        default_w = old[-2].W_quad
         infos = self._noise_list(default_w if noise_info is None else noise_info, k)
 
         def take(model: IntervalModel, info, terminal_: bool) -> Knot:
@@ -428,6 +463,8 @@ class EstimationProblem:
                     knot.terminal = terminal_
                     knot.W[:] = _as_information(info, self.nw)
                     knot.W_sqrt[:] = Knot._sqrt(knot.W)
+                    if self.robust is not None:
+                        knot.W_quad[:] = knot.W
                     return knot
             return self._knot(model, info, terminal_)
 

@@ -239,7 +239,7 @@ class MCOESolver:
         for k, nd in enumerate(knots):
             t = nd.trial
             nd.model.calc(t, xt[k], pi)
-            cost += 0.5 * float(t.r @ t.r)
+            cost += p.measurement_cost(k, t.r)
             if nd.terminal:
                 break
             if mode == "multiple":
@@ -247,7 +247,7 @@ class MCOESolver:
             else:
                 dxk = state.difference(xs[k], xt[k])
                 wt[k][:] = ws[k] - alpha * (vf.k[k] + vf.P[k] @ self.dtheta) - vf.K[k] @ dxk
-            cost += 0.5 * float(wt[k] @ nd.W @ wt[k])
+            cost += p.noise_cost(k, wt[k])
             y = state.integrate(t.xnext, p.noise_tangent(wt[k]))
             if mode == "multiple":
                 xt[k + 1][:] = state.integrate(xs[k + 1], alpha * self.dx[k + 1])
