@@ -30,12 +30,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from mcoe_ros.estimation.leg_odometry import LegKinematicsEkf  # noqa: E402
 from mcoe_ros.io.bag import iter_messages  # noqa: E402
 from mcoe_ros.io.feed import SensorFeed  # noqa: E402
 from mcoe_ros.io.params import node_config  # noqa: E402
 from mcoe_ros.multibody.inertia import pi_about_com  # noqa: E402
 from mcoe_ros.testing.datasets import add_noise, load_bag, make_bag, simulated_payload_pi  # noqa: E402
+from mcoe_ros.testing.knot_ekf import KnotEkf  # noqa: E402
 from mcoe_ros.testing.reporting import command_line, md_table, versions, write_doc  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -77,26 +77,13 @@ def run(series, truth_t, truth_p, overrides: dict) -> dict:
     def truth_at(t: float) -> np.ndarray:
         return np.array([np.interp(t, truth_t, truth_p[:, i]) for i in range(3)])
 
-    ekf = None
-    n_seen = 0
+    ekf = KnotEkf(est, truth_at)
     oe_t, oe_p, ekf_t, ekf_p, contacts = [], [], [], [], []
     wall = time.perf_counter()
     for k in range(len(series)):
         feed.sample(float(series.t[k]), series.q[k], series.dq[k], series.tau[k], *series.imu(k))
         out = feed.poll()  # advances the grid first, then solves if due
-        created = est.window.n_created
-        new = min(created - n_seen, len(est.window.knots))
-        n_seen = created
-        for knot in list(est.window.knots)[len(est.window.knots) - new :]:
-            if ekf is None:
-                ekf = LegKinematicsEkf(
-                    est.robot,
-                    truth_at(knot.t),
-                    accel_std=config.estimator.noise.accelerometer,
-                    foot_velocity_std=config.estimator.noise.foot_velocity,
-                )
-            else:
-                ekf.step(knot, est.dt)
+        for knot in ekf.update():
             ekf_t.append(knot.t)
             ekf_p.append(ekf.position)
             contacts.append(knot.contacts)

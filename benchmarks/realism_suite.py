@@ -66,7 +66,6 @@ from mcoe_ros.apps.evaluate import (
     trajectory_errors,
 )
 from mcoe_ros.estimation.calibration import ConsistencyScale
-from mcoe_ros.estimation.leg_odometry import LegKinematicsEkf
 from mcoe_ros.io.bag import iter_messages, time_ns_of
 from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.io.params import node_config
@@ -76,6 +75,7 @@ from mcoe_ros.payload.batch import fit_ols, run_rls
 from mcoe_ros.payload.regression import PayloadRegressor, states_from_sensors
 from mcoe_ros.sim.cli import main as sim_main
 from mcoe_ros.testing.datasets import load_bag, regression_stream
+from mcoe_ros.testing.knot_ekf import KnotEkf
 
 SEED = 7
 SG_WINDOW = 0.01
@@ -230,25 +230,14 @@ def run_oe(series, t0: float, pi_true, odom, overrides: dict, with_ekf: bool) ->
     config = node_config(overrides)
     feed = SensorFeed(config)
     est = feed.estimator
-    history, ekf, ekf_track, n_seen = [], None, [], 0
+    history, ekf_track = [], []
+    ekf = KnotEkf(est, lambda t: np.zeros(3)) if with_ekf else None
     for k in range(len(series)):
         feed.sample(t0 + float(series.t[k]), series.q[k], series.dq[k], series.tau[k], *series.imu(k))
         history.extend(feed.poll())
-        if not with_ekf:
+        if ekf is None:
             continue
-        created = est.window.n_created
-        new = min(created - n_seen, len(est.window.knots))
-        n_seen = created
-        for knot in list(est.window.knots)[len(est.window.knots) - new :]:
-            if ekf is None:
-                ekf = LegKinematicsEkf(
-                    est.robot,
-                    np.zeros(3),
-                    accel_std=config.estimator.noise.accelerometer,
-                    foot_velocity_std=config.estimator.noise.foot_velocity,
-                )
-            else:
-                ekf.step(knot, est.dt)
+        for knot in ekf.update():
             q = pin.Quaternion(*knot.imu.quat)  # w, x, y, z: base orientation from the IMU (as the EKF uses)
             ekf_track.append((knot.t + (est.epoch or 0.0), ekf.position, np.array([q.x, q.y, q.z, q.w])))
     good = [e for e in history if e.source != "hold"] or history
