@@ -106,7 +106,7 @@ class SoftContactModel:
         """Exact inverse of :meth:`force` in a_c: the foot acceleration (3,) m/s² under force f (needs f_n > 0)."""
         if f[2] <= 0.0:
             raise ValueError("soft contact inverse needs a positive normal force")
-        y_n = self.eps * np.log(np.expm1(f[2] / self.eps))
+        y_n = f[2] + self.eps * np.log(-np.expm1(-f[2] / self.eps))  # eps log(expm1(f_n/eps)), overflow-free
         s = expit(y_n / self.eps)
         e = -self.r * np.array([f[0] / s, f[1] / s, y_n])
         phi = p[2] - self.ground_height
@@ -275,7 +275,6 @@ class ImplicitSoftContactData:
     def __init__(self, m: ImplicitSoftContactModel):
         self.model = m.robot.model.copy()
         self.pdata, self.kin, self.aux = (self.model.createData() for _ in range(3))
-        self.state = StateMultibody(self.model)
         self.fext = pin.StdVec_Force()
         for _ in range(self.model.njoints):
             self.fext.append(pin.Force.Zero())
