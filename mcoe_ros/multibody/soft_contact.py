@@ -176,13 +176,18 @@ class ImplicitSoftContactModel:
             data.forces_local[i] = f_loc
             data.fext[frame.parentJoint] += frame.placement.act(pin.Force(f_loc, np.zeros(3)))
 
-    def calc(self, data: ImplicitSoftContactData, x: np.ndarray, xnext: np.ndarray, u: np.ndarray, pi: np.ndarray):
+    def calc(
+        self, data: ImplicitSoftContactData, x: np.ndarray, xnext: np.ndarray, u: np.ndarray, pi: np.ndarray
+    ) -> None:
         """Fill data.r (2nv,), data.forces, data.a."""
+        self._residual(data, x, xnext, u, pi, diff=False)
+
+    def _residual(self, data: ImplicitSoftContactData, x, xnext, u, pi, diff: bool) -> None:
         nq, nv = self.nq, self.nv
         q, v, q1, v1 = x[:nq], x[nq:], xnext[:nq], xnext[nq:]
         self._set_payload(data, pi)
         data.a[:] = (v1 - v) / self.dt
-        self._forces(data, q, v, data.a, diff=False)
+        self._forces(data, q, v, data.a, diff)
         data.r[:nv] = pin.difference(data.model, q, q1) - self.dt * v1
         data.r[nv:] = pin.rnea(data.model, data.pdata, q, v, data.a, data.fext)
         data.r[2 * nv - self.nj :] -= u
@@ -193,8 +198,7 @@ class ImplicitSoftContactModel:
         """Fill data.r and the Jacobians R0, R1, Rp, Ru."""
         model, nq, nv, dt = data.model, self.nq, self.nv, self.dt
         q, v, q1 = x[:nq], x[nq:], xnext[:nq]
-        self.calc(data, x, xnext, u, pi)
-        self._forces(data, q, v, data.a, diff=True)  # kinematics derivatives at the same point
+        self._residual(data, x, xnext, u, pi, diff=True)
         pd = data.pdata
         pin.computeRNEADerivatives(model, pd, q, v, data.a, data.fext)
         mass = np.triu(pd.M) + np.triu(pd.M, 1).T
