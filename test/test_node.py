@@ -53,7 +53,8 @@ def play(topics, use_clock):
     pubs = {t: player.create_publisher(CLASSES[t], t, reliable if t == "low_state" else 50) for t in topics}
     clock = player.create_publisher(Clock, "/clock", 10) if use_clock else None
     odoms, payloads = [], []
-    mpc.create_subscription(Odometry, "/mcoe/odom", odoms.append, 100)
+    # deep queue: a starved listener (the player shares its process and the machine) must not overwrite odometry
+    mpc.create_subscription(Odometry, "/mcoe/odom", odoms.append, 5000)
     executor = SingleThreadedExecutor(context=ctx)
     executor.add_node(mpc)
     spin = threading.Thread(target=lambda: executor.spin(), daemon=True)
@@ -88,6 +89,12 @@ def play(topics, use_clock):
         time.sleep(0.1)
     if odoms and late is None:
         late, late_executor = subscribe_late(ctx, payloads)
+    # a loaded node works through its input backlog after the playback: listen until its odometry pauses for 2 s
+    deadline, n, quiet_since = time.monotonic() + 30.0, -1, time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - quiet_since < 2.0:
+        if len(odoms) != n:
+            n, quiet_since = len(odoms), time.monotonic()
+        time.sleep(0.1)
     deadline = time.monotonic() + 20.0
     while time.monotonic() < deadline and not payloads:
         time.sleep(0.1)
