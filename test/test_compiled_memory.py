@@ -74,7 +74,8 @@ def test_pinocchio_datas_per_knot(setup, contacts, impulse, with_acc, before, af
 
 
 #: pre-existing (same failure with the extension before the Data sharing): the impulse phase's Fx depends on the
-#: data's history (up to 0.24 absolute on a fresh vs a used data), issue 16 follow-up
+#: data's history (up to 0.24 absolute on a fresh vs a used data): Pinocchio's computeImpulseDynamicsDerivatives reads
+#: a stale data.dvc_dq (zeroing it first is the fix, docs/performance.md run 7), issue 16 follow-up
 IMPULSE_HISTORY = pytest.mark.xfail(strict=True, reason="impulse derivatives depend on the data's history")
 
 
