@@ -86,7 +86,9 @@ PYBIND11_MODULE(_mcoe, m) {
       .def_readonly("Rp", &IntervalData::Rp)
       .def_readonly("a", &IntervalData::a)
       .def_readonly("lam", &IntervalData::lam)
-      .def_readonly("da_dtau", &IntervalData::da_dtau);
+      .def_readonly("da_dtau", &IntervalData::da_dtau)
+      .def_property_readonly("pinocchio_datas", &IntervalData::pinocchioDatas,
+                             "number of allocated pinocchio::Data this data holds");
 
   py::class_<IntervalModel, std::shared_ptr<IntervalModel>>(m, "IntervalModel")
       .def(py::init([](const Robot& robot, const std::vector<int>& contacts, const std::vector<int>& impulse,

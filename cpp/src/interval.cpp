@@ -81,11 +81,11 @@ std::unique_ptr<IntervalData> IntervalModel::createData() const { return std::ma
 IntervalData::IntervalData(const IntervalModel& m)
     : u(Vec::Zero(m.nu)), z(Vec::Zero(m.nz)), xnext(Vec::Zero(m.nx)), r(Vec::Zero(m.nr)),
       Fx(Mat::Zero(m.ndx, m.ndx)), Fp(Mat::Zero(m.ndx, m.npi)), Rx(Mat::Zero(m.nr, m.ndx)),
-      Rp(Mat::Zero(m.nr, m.npi)), model(m.model), pdata(model), aux(model), pdata_imp(model), kin_x(model),
-      kin_acc(model), settings(m.accuracy_, m.mu_, m.max_iter_), settings_imp(m.accuracy_, m.mu_, 1) {
+      Rp(Mat::Zero(m.nr, m.npi)), model(m.model), pdata(model), aux(model), settings(m.accuracy_, m.mu_, m.max_iter_), settings_imp(m.accuracy_, m.mu_, 1) {
   const int nv = m.nv, ndx = m.ndx, npi = m.npi;
   cmodels = m.constraintModels(model, m.contact_frames_);
   cmodels_imp = m.constraintModels(model, m.impulse_frames_);
+  if (!cmodels_imp.empty()) pdata_imp = PinData(model);
   for (auto& cm : cmodels) cdatas.emplace_back(cm);
   for (auto& cm : cmodels_imp) cdatas_imp.emplace_back(cm);
   if (!cmodels.empty()) pin::initConstraintDynamics(model, pdata, cmodels, cdatas);
@@ -127,6 +127,12 @@ IntervalData::IntervalData(const IntervalModel& m)
   jq = Mat::Zero(nv, nv);
   jv = Mat::Zero(nv, nv);
   h = Vec::Zero(m.nj > 3 ? m.nj : 3);
+}
+
+int IntervalData::pinocchioDatas() const {
+  int n = 0;
+  for (const PinData* p : {&pdata, &aux, &pdata_imp, &kin_acc}) n += p->joints.empty() ? 0 : 1;
+  return n;
 }
 
 void IntervalModel::setParameters(IntervalData& d, const Vec& pi) const {
@@ -277,17 +283,22 @@ void IntervalModel::kinematics(IntervalData& d, const Vec& x, bool diff) const {
     else PIN_CALL(pin::forwardKinematics(d.model, data, q, vv, aa));
     PIN_CALL(pin::updateFramePlacements(d.model, data));
   };
+  // d.aux is free here: dynamicsDiff copied M^-1 and the regressor out of it
   if (!impulse_frames_.empty()) {
-    fk(d.kin_x, v, d.zero_v);
-    if (uses_acc_) fk(d.kin_acc, d.vdyn, d.a);
+    fk(d.aux, v, d.zero_v);
+    if (uses_acc_) {
+      if (d.kin_acc.joints.empty()) d.kin_acc = PinData(d.model);
+      fk(d.kin_acc, d.vdyn, d.a);
+    }
   } else {
-    fk(d.kin_x, v, d.a);
+    fk(d.aux, v, d.a);
   }
 }
 
 void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
   const bool impulse = !impulse_frames_.empty();
-  PinData& kin_acc = impulse ? d.kin_acc : d.kin_x;
+  PinData& kin_x = d.aux;  // the knot's kinematics (see kinematics)
+  PinData& kin_acc = impulse ? d.kin_acc : kin_x;
   const Eigen::Vector3d g = d.model.gravity.linear();
   for (size_t i = 0; i < measurements.size(); ++i) {
     const MeasurementSpec& s = measurements[i];
@@ -311,14 +322,14 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
       case MK::Gyro:
       case MK::ContactVelocity: {
         const bool angular = s.kind == MK::Gyro;
-        const pin::Motion vel = pin::getFrameVelocity(d.model, d.kin_x, s.frame_id, pin::LOCAL);
+        const pin::Motion vel = pin::getFrameVelocity(d.model, kin_x, s.frame_id, pin::LOCAL);
         h = angular ? Vec(vel.angular()) : Vec(vel.linear());
         if (s.bias_start >= 0) h += d.pi.segment<3>(s.bias_start);
         r.noalias() = s.W * (d.z.segment(zo, n) - h);
         if (diff) {
           d.v_dq.setZero();  // Pinocchio fills only the columns of the frame's supporting joints
           d.v_dv.setZero();
-          PIN_CALL(pin::getFrameVelocityDerivatives(d.model, d.kin_x, s.frame_id, pin::LOCAL, d.v_dq, d.v_dv));
+          PIN_CALL(pin::getFrameVelocityDerivatives(d.model, kin_x, s.frame_id, pin::LOCAL, d.v_dq, d.v_dv));
           const int row = angular ? 3 : 0;
           Rx.leftCols(nv).noalias() = -s.W * d.v_dq.middleRows(row, 3);
           Rx.rightCols(nv).noalias() = -s.W * d.v_dv.middleRows(row, 3);
@@ -331,12 +342,12 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
         Eigen::Quaterniond quat = s.quat_wxyz ? Eigen::Quaterniond(zq[0], zq[1], zq[2], zq[3])
                                               : Eigen::Quaterniond(zq[3], zq[0], zq[1], zq[2]);
         quat.normalize();
-        const Mat3 err = d.kin_x.oMf[s.frame_id].rotation().transpose() * quat.toRotationMatrix();
+        const Mat3 err = kin_x.oMf[s.frame_id].rotation().transpose() * quat.toRotationMatrix();
         const Vec3 e = pin::log3(err);
         r.noalias() = s.W * e;
         if (diff) {
           d.jac.setZero();
-          PIN_CALL(pin::getFrameJacobian(d.model, d.kin_x, s.frame_id, pin::LOCAL, d.jac));
+          PIN_CALL(pin::getFrameJacobian(d.model, kin_x, s.frame_id, pin::LOCAL, d.jac));
           Mat3 jlog;
           pin::Jlog3(err, jlog);
           Rx.setZero();

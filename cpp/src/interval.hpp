@@ -87,9 +87,17 @@ class IntervalData {
   // inputs and results (as the Python IntervalData)
   Vec u, z, xnext, r;
   Mat Fx, Fp, Rx, Rp;
-  // dynamics
+  // number of allocated pinocchio::Data held by this data (2 without impulse; +1 impulse, +1 kinematics after the
+  // impulse when a specific force is measured)
+  int pinocchioDatas() const;
+  // dynamics: the robot with this data's parameters (armature, payload inertia), set by every calc / calcDiff (the
+  // pi-dependent inertias make it per data; it is ~10x smaller than one pinocchio::Data)
   PinModel model;
-  PinData pdata, aux, pdata_imp, kin_x, kin_acc;
+  // pdata: the forward dynamics (kept between calc and calcDiffAfterCalc); aux: scratch within one call, first for
+  // M^-1 and the regressor (copied out), then the knot's kinematics for the measurements; pdata_imp: the impulse
+  // (only with impulse frames); kin_acc: kinematics after the impulse (only with impulse frames and a specific force,
+  // allocated on first use)
+  PinData pdata, aux, pdata_imp, kin_acc;
   ConstraintModels cmodels, cmodels_imp;
   ConstraintDatas cdatas, cdatas_imp;
   pinocchio::ProximalSettings settings, settings_imp;
