@@ -73,15 +73,11 @@ def test_pinocchio_datas_per_knot(setup, contacts, impulse, with_acc, before, af
     assert d.pinocchio_datas == after
 
 
-#: pre-existing (same failure with the extension before the Data sharing): the impulse phase's Fx depends on the
-#: data's history (up to 0.24 absolute on a fresh vs a used data): Pinocchio's computeImpulseDynamicsDerivatives reads
-#: a stale data.dvc_dq (zeroing it first is the fix, docs/performance.md run 7), issue 16 follow-up
-IMPULSE_HISTORY = pytest.mark.xfail(strict=True, reason="impulse derivatives depend on the data's history")
 
 
 @pytest.mark.parametrize(
     "phase",
-    [((), ()), (FEET[:2], ()), (FEET, ()), pytest.param((FEET, FEET), marks=IMPULSE_HISTORY)],
+    [((), ()), (FEET[:2], ()), (FEET, ()), (FEET, FEET)],
     ids=["free", "2 feet", "4 feet", "impulse"],
 )
 def test_reused_data_equals_fresh_data(setup, phase):

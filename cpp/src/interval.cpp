@@ -186,6 +186,9 @@ void IntervalModel::dynamicsDiff(IntervalData& d, const Vec& x) const {
   d.dvdyn_dpi.setZero();
   if (impulse) {
     PinData& pdi = d.pdata_imp;
+    // computeImpulseDynamicsDerivatives reads dvc_dq before writing all of it (Pinocchio 4.1): left from the previous
+    // call it makes the Jacobians depend on the data's history
+    pdi.dvc_dq.setZero();
     PIN_CALL(pin::computeImpulseDynamicsDerivatives(d.model, pdi, d.cmodels_imp, d.cdatas_imp, 0.0, d.settings_imp));
     d.dvdyn_dx.leftCols(nv) = pdi.ddq_dq;
     d.dvdyn_dx.rightCols(nv) = pdi.ddq_dv;

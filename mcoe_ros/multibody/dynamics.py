@@ -234,6 +234,9 @@ class PhaseDynamicsModel:
         # reset map v+ = Delta(q, v; pi)
         if self.impulse:
             pdi = data.pdata_imp
+            # computeImpulseDynamicsDerivatives reads data.dvc_dq before writing all of it (Pinocchio 4.1): left from
+            # the previous call it makes the Jacobians depend on the data's history (up to 0.24 in Fx)
+            pdi.dvc_dq = np.zeros_like(pdi.dvc_dq)
             pin.computeImpulseDynamicsDerivatives(
                 model, pdi, data.cmodels_imp, data.cdatas_imp, self.restitution, data.settings_imp
             )
