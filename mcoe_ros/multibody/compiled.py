@@ -35,8 +35,8 @@ from mcoe_ros.multibody.measurements import (
     JointPosition,
     JointVelocity,
 )
-from mcoe_ros.multibody.soft_dynamics import SoftPhaseDynamicsModel
 from mcoe_ros.multibody.robot import RobotModel
+from mcoe_ros.multibody.soft_dynamics import SoftPhaseDynamicsModel
 from mcoe_ros.ocp.problem import ArrivalPrior, EstimationProblem, EuclideanParameters, PositiveParameters
 from mcoe_ros.ocp.solver import IterationLog, SolverOptions, SolverResult
 
