@@ -5,12 +5,13 @@ Parameters theta = [body (10, inertial manifold) | actuator (n, log scale) | gyr
 (:class:`EstimationParameters`, blocks as configured); pi = [payload (10) | the same Euclidean blocks]: with the
 'combined' body the manifold maps theta to the whole trunk + payload and pi holds its difference to the URDF trunk.
 
-A knot's interval model is chosen by its contact set (with ``dynamics.model`` 'soft' every foot is a soft contact
-and there is no impulse map; the contact set then only selects the zero-velocity pseudo-measurements): stance feet
-are rigid point contacts, a foot that lands (in contact now, not at the previous knot) starts a reset interval with the impulse map applied to the whole new
-stance set (so feet already down stay still through the impact), and every stance foot that is not landing gets a
-zero-velocity pseudo-measurement (leg odometry). Inputs: u = joint torques, z = [q_j, v_j, gyro, quat wxyz, acc,
-0 (stance foot velocities)] (the layout of :func:`mcoe_ros.multibody.measurements.default_measurements`).
+A knot's interval model is chosen by its contact set (with ``dynamics.model`` 'soft' every foot is a soft contact and
+there is no impulse map; the contact set then only selects the zero-velocity pseudo-measurements): stance feet are rigid
+point contacts, a foot that lands (in contact now, not at the previous knot) starts a reset interval with the impulse
+map applied to the whole new stance set (so feet already down stay still through the impact), and every stance foot that
+is not landing gets a zero-velocity pseudo-measurement (leg odometry). Inputs: u = joint torques, z = [q_j, v_j, gyro,
+quat wxyz, acc, 0 (stance foot velocities)] (the layout of
+:func:`mcoe_ros.multibody.measurements.default_measurements`).
 """
 
 from __future__ import annotations
