@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 import mujoco
 import numpy as np
 import pinocchio as pin
+import yaml
 
 from mcoe_ros.apps.evaluate import (
     CHI2_BAND_95,
@@ -354,7 +355,19 @@ def main() -> int:
     ap.add_argument("--json", default="", help="write all results as JSON")
     ap.add_argument("--no-models", action="store_true", help="skip the OE+m (imu_bias + actuator) runs")
     ap.add_argument("--only", default="", help="comma-separated case names (substring match)")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="parameter override of the OE (and OE+m) runs, flat name of mcoe_ros/io/params.py, YAML value"
+        " (e.g. --set dynamics.model=soft --set actuator.enabled=false); repeatable",
+    )
     args = ap.parse_args()
+    overrides = {}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        overrides[key] = yaml.safe_load(value)
     cases = quick_cases() if args.quick else full_cases()
     if args.only:
         cases = [c for c in cases if any(s in c.name for s in args.only.split(","))]
@@ -372,9 +385,9 @@ def main() -> int:
             series, _ = load_bag(path)
             pi_true, odom, t0 = read_truth(path)
             results = run_baselines(robot, regressor, series, pi_true)
-            results["OE"], results["EKF"] = run_oe(series, t0, pi_true, odom, {}, with_ekf=True)
+            results["OE"], results["EKF"] = run_oe(series, t0, pi_true, odom, overrides, with_ekf=True)
             if not args.no_models:
-                results["OE+m"], _ = run_oe(series, t0, pi_true, odom, OE_MODELS, with_ekf=False)
+                results["OE+m"], _ = run_oe(series, t0, pi_true, odom, {**overrides, **OE_MODELS}, with_ekf=False)
                 ident.append((case, meta, results["OE+m"].extra))
             leg_dev = meta["mass_mismatch"]["leg_mass_deviation_kg"]
             rows.append((case, pi_true[0], leg_dev, meta["stats"]["fell"], results))

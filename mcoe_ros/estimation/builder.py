@@ -5,11 +5,13 @@ Parameters theta = [body (10, inertial manifold) | actuator (n, log scale) | gyr
 (:class:`EstimationParameters`, blocks as configured); pi = [payload (10) | the same Euclidean blocks]: with the
 'combined' body the manifold maps theta to the whole trunk + payload and pi holds its difference to the URDF trunk.
 
-A knot's interval model is chosen by its contact set: stance feet are rigid point contacts, a foot that lands
-(in contact now, not at the previous knot) starts a reset interval with the impulse map applied to the whole new
-stance set (so feet already down stay still through the impact), and every stance foot that is not landing gets a
-zero-velocity pseudo-measurement (leg odometry). Inputs: u = joint torques, z = [q_j, v_j, gyro, quat wxyz, acc,
-0 (stance foot velocities)] (the layout of :func:`mcoe_ros.multibody.measurements.default_measurements`).
+A knot's interval model is chosen by its contact set (with ``dynamics.model`` 'soft' every foot is a soft contact and
+there is no impulse map; the contact set then only selects the zero-velocity pseudo-measurements): stance feet are rigid
+point contacts, a foot that lands (in contact now, not at the previous knot) starts a reset interval with the impulse
+map applied to the whole new stance set (so feet already down stay still through the impact), and every stance foot that
+is not landing gets a zero-velocity pseudo-measurement (leg odometry). Inputs: u = joint torques, z = [q_j, v_j, gyro,
+quat wxyz, acc, 0 (stance foot velocities)] (the layout of
+:func:`mcoe_ros.multibody.measurements.default_measurements`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from mcoe_ros.multibody.measurements import (
     JointVelocity,
 )
 from mcoe_ros.multibody.robot import RobotModel
+from mcoe_ros.multibody.soft_contact import SoftContactModel
 from mcoe_ros.ocp.problem import (
     ArrivalPrior,
     EstimationProblem,
@@ -106,6 +109,24 @@ def robust_cost(config: RobustConfig) -> RobustCost | None:
     return RobustCost(loss if config.process else None, groups)
 
 
+def soft_contact_options(config: EstimatorConfig) -> dict:
+    """Interval-model options of ``config.dynamics`` ({} for the rigid model; the soft contact model and its Newton
+    budget for 'soft', see :mod:`mcoe_ros.multibody.soft_dynamics`)."""
+    dyn = config.dynamics
+    if dyn.model == "rigid":
+        return {}
+    if config.actuator.enabled:
+        raise ValueError("dynamics.model: the soft contact model needs actuator.enabled false")
+    contact = SoftContactModel(
+        dyn.soft_compliance_normal,
+        dyn.soft_compliance_tangential,
+        dyn.soft_time_constant,
+        dyn.soft_smoothing,
+        dyn.ground_height,
+    )
+    return {"soft_contact": contact, "max_iter": dyn.newton_max_iterations}
+
+
 class ProblemBuilder:
     """Builds and shifts the window's estimation problem (see module docstring)."""
 
@@ -129,6 +150,7 @@ class ProblemBuilder:
             foot_velocity_std=noise.foot_velocity,
             actuator=parameters.actuator,
             layout=layout,
+            **soft_contact_options(config),
         )
         nv = robot.nv
         #: process-noise coordinates (None: all), information W (diagonal) and initial arrival information

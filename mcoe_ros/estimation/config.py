@@ -174,6 +174,30 @@ class RobustConfig:
             )
 
 
+DYNAMICS_MODELS = ("rigid", "soft")
+
+
+@dataclass(frozen=True)
+class DynamicsConfig:
+    """Contact model of the estimator's process model. 'rigid': rigid point contacts of the detected stance feet
+    with the impulse map at touchdown (:mod:`mcoe_ros.multibody.dynamics`); 'soft': the implicit invertible soft
+    contact of every foot with the ground plane z = ``ground_height`` of the odometry frame
+    (:mod:`mcoe_ros.multibody.soft_contact`, normal stiffness 1/(r_n tau²), damping 1/(r_n tau)), one Newton solve per
+    interval, Python solver only, no actuator model (``actuator.enabled`` must be false)."""
+
+    model: str = "rigid"  #: one of DYNAMICS_MODELS
+    soft_compliance_normal: float = 1e-3  #: r_n, 1/kg
+    soft_compliance_tangential: float = 1e-3  #: r_t, 1/kg
+    soft_time_constant: float = 0.02  #: tau, s
+    soft_smoothing: float = 1.0  #: softplus smoothing of the normal force, N
+    ground_height: float = 0.0  #: m, odometry frame (the window starts with the lowest foot at z = 0)
+    newton_max_iterations: int = 50  #: per interval step; no convergence holds the tick's solve
+
+    def __post_init__(self):
+        if self.model not in DYNAMICS_MODELS:
+            raise ValueError(f"dynamics model must be one of {DYNAMICS_MODELS}, got {self.model!r}")
+
+
 @dataclass(frozen=True)
 class SolverConfig:
     """Iteration budget and solver variants per tick."""
@@ -200,4 +224,5 @@ class EstimatorConfig:
     imu_bias: ImuBiasConfig = field(default_factory=ImuBiasConfig)
     solver: SolverConfig = field(default_factory=SolverConfig)
     robust: RobustConfig = field(default_factory=RobustConfig)
+    dynamics: DynamicsConfig = field(default_factory=DynamicsConfig)
     contact: ContactConfig = field(default_factory=ContactConfig)

@@ -308,6 +308,36 @@ _TABLE: tuple[Param, ...] = (
         "estimator.robust.covariance_scale_floor",
         "lower bound of the covariance scale factor",
     ),
+    # contact model of the dynamics
+    Param(
+        "dynamics.model",
+        "estimator.dynamics.model",
+        "contact model: rigid stance-foot contacts, or implicit soft contact of every foot (Python solver only,"
+        " needs actuator.enabled false)",
+        ("rigid", "soft"),
+    ),
+    Param(
+        "dynamics.soft_compliance_normal",
+        "estimator.dynamics.soft_compliance_normal",
+        "soft contact: normal compliance r_n, 1/kg (stiffness 1/(r_n tau^2))",
+    ),
+    Param(
+        "dynamics.soft_compliance_tangential",
+        "estimator.dynamics.soft_compliance_tangential",
+        "soft contact: tangential compliance r_t, 1/kg",
+    ),
+    Param("dynamics.soft_time_constant", "estimator.dynamics.soft_time_constant", "soft contact: time constant, s"),
+    Param(
+        "dynamics.soft_smoothing",
+        "estimator.dynamics.soft_smoothing",
+        "soft contact: softplus smoothing of the normal force, N",
+    ),
+    Param("dynamics.ground_height", "estimator.dynamics.ground_height", "soft contact: ground height in odom, m"),
+    Param(
+        "dynamics.newton_max_iterations",
+        "estimator.dynamics.newton_max_iterations",
+        "soft contact: Newton iterations per interval step (no convergence: the tick is held)",
+    ),
     # solver
     Param("solver.max_iterations", "estimator.solver.max_iterations", "solver iterations per tick"),
     Param(
@@ -373,6 +403,10 @@ _BOUNDS = {
     "robust.threshold": POSITIVE,
     "robust.covariance_scale_floor": NONNEGATIVE,
     "robust.consistency_lag": POSITIVE,
+    **{f"dynamics.soft_{n}": POSITIVE for n in ("compliance_normal", "compliance_tangential")},
+    **{f"dynamics.soft_{n}": POSITIVE for n in ("time_constant", "smoothing")},
+    "dynamics.ground_height": (-10.0, 10.0, True),
+    "dynamics.newton_max_iterations": (1, None, True),
     "solver.max_iterations": (1, None, True),
     "solver.max_iterations_cold": (1, None, True),
     "solver.time_budget": NONNEGATIVE,
@@ -441,6 +475,8 @@ def check_config(cfg: NodeConfig) -> NodeConfig:
         raise ConfigError(f"parameter 'robot.urdf_path': no such file {urdf!r}")
     if cfg.estimator.solver.max_iterations_cold < cfg.estimator.solver.max_iterations:
         raise ConfigError("parameter 'solver.max_iterations_cold' must be >= solver.max_iterations")
+    if cfg.estimator.dynamics.model == "soft" and cfg.estimator.actuator.enabled:
+        raise ConfigError("parameter 'dynamics.model' 'soft' needs actuator.enabled false (no actuator model)")
     return cfg
 
 

@@ -36,6 +36,7 @@ from mcoe_ros.multibody.measurements import (
     JointVelocity,
 )
 from mcoe_ros.multibody.robot import RobotModel
+from mcoe_ros.multibody.soft_dynamics import SoftPhaseDynamicsModel
 from mcoe_ros.ocp.problem import ArrivalPrior, EstimationProblem, EuclideanParameters, PositiveParameters
 from mcoe_ros.ocp.solver import IterationLog, SolverOptions, SolverResult
 
@@ -79,6 +80,8 @@ def _kind(meas) -> str | None:
 def unsupported(model: MultibodyIntervalModel) -> str | None:
     """Why ``model`` has no compiled counterpart (None if it has one)."""
     dyn = model.dynamics
+    if isinstance(dyn, SoftPhaseDynamicsModel):
+        return "soft-contact dynamics (Python reference only)"
     if dyn.kp != 0.0 or dyn.kd != 0.0:
         return "Baumgarte gains"
     if dyn.reference_frame != pin.ReferenceFrame.LOCAL:

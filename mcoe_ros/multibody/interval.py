@@ -31,6 +31,7 @@ from mcoe_ros.multibody.dynamics import PhaseDynamicsModel
 from mcoe_ros.multibody.imu import rotation_quaternion
 from mcoe_ros.multibody.measurements import ContactVelocity, ImuOrientation, MeasurementModel
 from mcoe_ros.multibody.robot import RobotModel
+from mcoe_ros.multibody.soft_dynamics import SoftPhaseDynamicsModel
 from mcoe_ros.multibody.state import StateMultibody
 from mcoe_ros.ocp.interval import IntervalData, IntervalModel
 
@@ -39,7 +40,10 @@ class MultibodyIntervalModel(IntervalModel):
     """Dynamics of one contact phase (optionally preceded by a landing impulse) and the knot's measurements.
 
     Extra keyword arguments go to :class:`mcoe_ros.multibody.dynamics.PhaseDynamicsModel` (reference_frame, kp,
-    kd, mu, accuracy, max_iter, restitution).
+    kd, mu, accuracy, max_iter, restitution); with ``soft_contact`` (a
+    :class:`~mcoe_ros.multibody.soft_contact.SoftContactModel`) the dynamics are the implicit soft-contact step of
+    :class:`~mcoe_ros.multibody.soft_dynamics.SoftPhaseDynamicsModel` instead (``impulse`` ignored; ``actuator`` /
+    ``layout`` and ``tol`` / ``max_iter`` go to it).
     """
 
     def __init__(
@@ -53,7 +57,11 @@ class MultibodyIntervalModel(IntervalModel):
     ):
         self.robot = robot
         self.state = StateMultibody(robot.model)
-        self.dynamics = PhaseDynamicsModel(robot, contacts, dt, impulse, **dynamics_options)
+        soft = dynamics_options.pop("soft_contact", None)
+        if soft is not None:
+            self.dynamics = SoftPhaseDynamicsModel(robot, contacts, dt, soft, **dynamics_options)
+        else:
+            self.dynamics = PhaseDynamicsModel(robot, contacts, dt, impulse, **dynamics_options)
         self.contacts, self.impulse, self.dt = self.dynamics.contacts, self.dynamics.impulse, self.dynamics.dt
         self.measurements = list(measurements)
         self.npi = self.dynamics.npi
@@ -179,6 +187,8 @@ class IntervalModelCache(dict):
     def _key(self, key: tuple) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
         contacts, impulse, *rest = key
         measured = rest[0] if rest else ()
+        if self.options.get("soft_contact") is not None:
+            impulse = ()  # the soft contact absorbs landings: no reset map
         return tuple(_canonical(self.robot, feet) for feet in (contacts, impulse, measured))
 
     def __getitem__(self, key: tuple) -> MultibodyIntervalModel:
@@ -189,6 +199,6 @@ class IntervalModelCache(dict):
         if measured and not self.foot_measurements:
             raise ValueError("measured feet need a foot_velocity_std")
         meas = self.measurements + [self.foot_measurements[f] for f in measured]
-        model = MultibodyIntervalModel(self.robot, contacts, self.dt, meas, impulse, **self.options)
+        model = MultibodyIntervalModel(self.robot, contacts, self.dt, meas, impulse, **dict(self.options))
         self[key] = model
         return model

@@ -250,13 +250,23 @@ class ImplicitSoftContactModel:
         tol: float = 1e-10,
         max_iter: int = 30,
     ) -> np.ndarray:
-        """x' with r(x, x'; pi, u) = 0 by Newton's method on the manifold (start: ``guess`` or x); fills
+        """x' with r(x, x'; pi, u) = 0 by Newton's method on the manifold with a backtracking line search on |r|²
+        (start: ``guess`` or x); fills
         data.Fx (ndx, ndx), data.Fp (ndx, 10), data.Fu (ndx, nj) = -R1⁻¹ (R0, Rp, Ru) at the solution (IFT)."""
         xn = np.array(x if guess is None else guess, dtype=float)
         for _ in range(max_iter):
             self.calc_diff(data, x, xn, u, pi)
+            merit = data.r @ data.r
             step = np.linalg.solve(data.R1, -data.r)
-            xn = self.state.integrate(xn, step)
+            # backtracking on |r|² (the softplus activation can make full Newton steps cycle)
+            alpha = 1.0
+            while True:
+                trial = self.state.integrate(xn, alpha * step)
+                self.calc(data, x, trial, u, pi)
+                if data.r @ data.r <= (1.0 - 1e-4 * alpha) * merit or alpha < 1e-3:
+                    break
+                alpha *= 0.5
+            xn = trial
             if np.abs(step).max() < tol:
                 break
         else:
