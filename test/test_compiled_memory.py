@@ -73,8 +73,6 @@ def test_pinocchio_datas_per_knot(setup, contacts, impulse, with_acc, before, af
     assert d.pinocchio_datas == after
 
 
-
-
 @pytest.mark.parametrize(
     "phase",
     [((), ()), (FEET[:2], ()), (FEET, ()), (FEET, FEET)],
