@@ -77,23 +77,16 @@ def iteration_times(n: int, repeats: int) -> dict:
 
 def replay_times(backend: str, seconds: float) -> dict:
     """Tick solve-time percentiles and replay speed of the estimator on the sample bag with ``backend``."""
-    from mcoe_ros.io.bag import bag_topics, iter_messages
     from mcoe_ros.io.feed import SensorFeed
     from mcoe_ros.io.params import NodeConfig
+    from mcoe_ros.testing.data import play_low_states
 
     base = NodeConfig()
     est = base.estimator
     config = replace(base, estimator=replace(est, solver=replace(est.solver, backend=backend)))
     feed = SensorFeed(config)
-    topic = next(name for name, info in bag_topics(SAMPLE).items() if info.msgtype.endswith("LowState"))
-    t0 = None
     wall = time.perf_counter()
-    for _, t_ns, msg in iter_messages(SAMPLE, [topic]):
-        t0 = t_ns if t0 is None else t0
-        if (t_ns - t0) * 1e-9 > seconds:
-            break
-        feed.low_state(msg, t_ns * 1e-9)
-        feed.poll()
+    play_low_states(feed, seconds, SAMPLE)
     wall = time.perf_counter() - wall
     solve = np.array(feed.estimator.counters.solve_times)
     return {

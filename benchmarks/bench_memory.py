@@ -7,7 +7,7 @@ the end, the compiled problem's per-knot Pinocchio objects (if the extension exp
 ``Estimator._new_solver`` on cold ticks (problem construction) and the tick times (cold / warm p50). The trees are
 alternated ``--repeats`` times so both see the same machine load.
 
-Run: python benchmarks/bench_memory.py --before /tmp/old_mcoe [--after .] [--seconds 2] [--repeats 2]
+Run: python benchmarks/bench_memory.py --before <old source tree> [--after .] [--seconds 2] [--repeats 2]
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
+
+from mcoe_ros.testing.reporting import run_in_tree
 
 CHILD = r"""
 import json, sys, time
@@ -73,19 +73,6 @@ print(json.dumps({"rss0": m0["VmRSS"], "rss": m1["VmRSS"], "hwm": m1["VmHWM"], "
 """
 
 
-def run(tree: str, seconds: float, sample: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.path.abspath(tree), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(seconds), sample],
-        env=env,
-        cwd=os.path.abspath(tree),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--before", required=True, help="source tree of the old version (with its built extension)")
@@ -97,7 +84,7 @@ def main() -> None:
     print("uptime:", os.popen("uptime").read().strip())
     for _ in range(args.repeats):
         for name, tree in (("before", args.before), ("after", args.after)):
-            print(name, json.dumps(run(tree, args.seconds, sample)), flush=True)
+            print(name, json.dumps(run_in_tree(tree, CHILD, args.seconds, sample)), flush=True)
     print("uptime:", os.popen("uptime").read().strip())
 
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
+
+from mcoe_ros.testing.reporting import run_in_tree
 
 CHILD = r"""
 import json, sys, time
@@ -49,19 +49,6 @@ print(json.dumps({"ticks": int(t.size), "p50": float(np.percentile(t, 50)), "p99
 """
 
 
-def run(tree: str, seconds: float, cold: int, sample: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.path.abspath(tree), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(seconds), str(cold), sample],
-        env=env,
-        cwd=os.path.abspath(tree),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--before", required=True, help="source tree of the old version (with its built extension)")
@@ -75,7 +62,7 @@ def main() -> None:
     runs = {"before": [], "after": []}
     for _ in range(args.repeats):
         for name in ("before", "after"):
-            runs[name].append(run(getattr(args, name), args.seconds, args.cold_ticks, sample))
+            runs[name].append(run_in_tree(getattr(args, name), CHILD, args.seconds, args.cold_ticks, sample))
     print("uptime after:", os.popen("uptime").read().strip())
     keys = ("p50", "p99", "max", "warm_p50", "warm_p99")
     print(

@@ -5,7 +5,7 @@ Use it as the node of the soak benchmark::
     python benchmarks/soak_node.py --duration 600 --every 60 --node benchmarks/node_memory_probe.py
 
 Every ``MCOE_PROBE_PERIOD`` s (default 30) it appends one JSON line to ``$MCOE_PROBE_OUT/probe.jsonl`` (default
-``/tmp/mcoe_probe_<pid>``): RSS and anonymous memory (``/proc/self/smaps_rollup``), the malloc heap over all arenas
+``<tempdir>/mcoe_probe_<pid>``): RSS and anonymous memory (``/proc/self/smaps_rollup``), the malloc heap over all arenas
 (glibc ``mallinfo2``: ``arena`` obtained from the system, ``in_use``, ``free`` kept by malloc, ``mmapped``), the
 resident size of the main thread's ``[heap]`` and of the anonymous mappings (the other threads' arenas, Python's
 object arenas, FastDDS pools), the number of threads and of gc-tracked objects, and the sizes of the node's buffers.
@@ -21,6 +21,7 @@ import gc
 import json
 import os
 import sys
+import tempfile
 import threading
 import time
 
@@ -109,7 +110,7 @@ def probe(nodes: list, out_dir: str, period: float) -> None:
 
 
 def main() -> int:
-    out_dir = os.environ.get("MCOE_PROBE_OUT", f"/tmp/mcoe_probe_{os.getpid()}")
+    out_dir = os.environ.get("MCOE_PROBE_OUT", os.path.join(tempfile.gettempdir(), f"mcoe_probe_{os.getpid()}"))
     os.makedirs(out_dir, exist_ok=True)
     nodes: list = []
     original_init = node_module.EstimatorNode.__init__

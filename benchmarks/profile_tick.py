@@ -20,11 +20,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from mcoe_ros.io.bag import bag_topics, iter_messages
 from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.io.params import NodeConfig
 from mcoe_ros.multibody import compiled
 from mcoe_ros.ocp.solver import MCOESolver
+from mcoe_ros.testing.data import play_low_states
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "mcoe_ros", "data", "go1_sample")
@@ -85,14 +85,7 @@ def run(seconds: float, backend: str, profile: cProfile.Profile | None) -> tuple
         return out
 
     estimator.solve = solve
-    topic = next(name for name, info in bag_topics(SAMPLE).items() if info.msgtype.endswith("LowState"))
-    t_first = None
-    for _, t_ns, msg in iter_messages(SAMPLE, [topic]):
-        t_first = t_ns if t_first is None else t_first
-        if (t_ns - t_first) * 1e-9 > seconds:
-            break
-        feed.low_state(msg, t_ns * 1e-9)
-        feed.poll()
+    play_low_states(feed, seconds, SAMPLE)
     return timer.ticks, feed
 
 

@@ -7,7 +7,7 @@ payload mass / CoM error, ATE and drift, and the NEES of the published payload a
 covariance and with the residual-based calibration (scaled by the window's reduced chi-square, see
 :func:`realism_suite.nees_summary`), both from the same run.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/robust_ablation.py --keep /tmp/rsf --json out.json --doc docs/robust.md
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/robust_ablation.py --keep bags/ --json out.json --doc docs/robust.md
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from types import SimpleNamespace
 
@@ -129,7 +130,11 @@ def render(done: dict, keep: str) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--keep", default="/tmp/rsf", help="directory of the simulated bags (written if missing)")
+    ap.add_argument(
+        "--keep",
+        default=os.path.join(tempfile.gettempdir(), "mcoe_realism_bags"),
+        help="directory of the simulated bags (written if missing)",
+    )
     ap.add_argument("--json", default="", help="JSON results (resumed: finished runs are skipped)")
     ap.add_argument("--report", nargs="*", default=None, help="only merge these JSON files and print/write the table")
     ap.add_argument("--doc", default="", help="write the markdown table here")

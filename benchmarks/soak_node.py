@@ -23,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -124,7 +125,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     msgs = load_messages()
-    log_path = os.path.join("/tmp", f"soak_node_{os.getpid()}.log")
+    log_path = os.path.join(tempfile.gettempdir(), f"soak_node_{os.getpid()}.log")
     log = open(log_path, "w")  # noqa: SIM115 - kept open for the node's lifetime
     proc = subprocess.Popen(node_command(args.node), stdout=log, stderr=subprocess.STDOUT)
     ctx = rclpy.context.Context()

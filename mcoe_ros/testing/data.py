@@ -6,3 +6,18 @@ import os
 
 #: the committed 10 s simulator bag (6 s squat-sway then 4 s trot, 7.2 kg payload; see its metadata.yaml)
 SAMPLE_BAG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "go1_sample")
+
+
+def play_low_states(feed, seconds: float, bag: str = SAMPLE_BAG) -> None:
+    """Feed the first ``seconds`` of ``bag``'s LowState stream to ``feed`` (a :class:`mcoe_ros.io.feed.SensorFeed`)
+    in real-time order, polling after every message (grid advance, due solves), as the replay does."""
+    from mcoe_ros.io.bag import bag_topics, iter_messages
+
+    topic = next(name for name, info in bag_topics(bag).items() if info.msgtype.endswith("LowState"))
+    t_first = None
+    for _, t_ns, msg in iter_messages(bag, [topic]):
+        t_first = t_ns if t_first is None else t_first
+        if (t_ns - t_first) * 1e-9 > seconds:
+            break
+        feed.low_state(msg, t_ns * 1e-9)
+        feed.poll()

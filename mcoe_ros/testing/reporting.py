@@ -50,3 +50,17 @@ def uptime() -> str:
             return "load average " + " ".join(fh.read().split()[:3])
     except OSError:
         return "load average n/a"
+
+
+def run_in_tree(tree: str, code: str, *args) -> dict:
+    """Run ``python -c code args...`` with source tree ``tree`` first on the path (one-threaded BLAS, cwd ``tree``)
+    and return the JSON object of its last stdout line: one version of the package measured in a fresh process."""
+    import json
+    import subprocess
+
+    tree = os.path.abspath(tree)
+    env = dict(os.environ, PYTHONPATH=tree, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    out = subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)], env=env, cwd=tree, capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
