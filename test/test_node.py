@@ -146,6 +146,7 @@ def check_input_rate(odoms, topic):
 
 def test_odometry_writer_fills_the_same_messages_as_the_field_trees():
     from geometry_msgs.msg import PoseWithCovarianceStamped, TransformStamped
+    from rclpy.serialization import deserialize_message, serialize_message
 
     from mcoe_ros.estimation.propagation import Odometry as OdometryState
     from mcoe_ros.io import messages
@@ -161,12 +162,20 @@ def test_odometry_writer_fills_the_same_messages_as_the_field_trees():
         rng.normal(size=(6, 6)),
         rng.normal(size=(6, 6)),
     )
-    writer = OdometryWriter("odom", "base")
-    writer.write(odo)
-    trees = messages.odometry_messages(odo, "odom", "base")
-    assert writer.odom == fill(Odometry(), trees["odom"])
-    assert writer.pose == fill(PoseWithCovarianceStamped(), trees["pose"])
-    assert writer.transform == fill(TransformStamped(), messages.transform(odo, "odom", "base"))
+    writer = OdometryWriter("odom", "base_link")
+    for _ in range(2):  # a second write overwrites every number of the first
+        assert writer.write(odo)
+        trees = messages.odometry_messages(odo, "odom", "base_link")
+        odom, pose = fill(Odometry(), trees["odom"]), fill(PoseWithCovarianceStamped(), trees["pose"])
+        # what rclpy would send (equal up to the padding bytes, which rclpy's serialiser leaves uninitialised)
+        assert len(writer.odom) == len(serialize_message(odom)) and len(writer.pose) == len(serialize_message(pose))
+        assert deserialize_message(writer.odom, Odometry) == odom
+        assert deserialize_message(writer.pose, PoseWithCovarianceStamped) == pose
+        assert writer.transform == fill(TransformStamped(), messages.transform(odo, "odom", "base_link"))
+        odo.t += 1.25
+        odo.position = odo.position + 1.0
+    odo.pose_cov[2, 2] = np.nan
+    assert not writer.write(odo)  # never published
 
 
 def test_low_state_in_payload_and_odometry_out_with_sim_time():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from mcoe_ros.estimation.samples import InvalidSample
+from mcoe_ros.io.cdr import CdrLayout, CdrReader, UnsupportedLayout
 from mcoe_ros.multibody.robot import JointMap
 
 
@@ -31,6 +32,58 @@ def low_state_arrays(msg, joint_map: JointMap, foot_map: JointMap | None = None)
         np.asarray(imu.accelerometer, float),
         np.asarray(msg.foot_force, float) if foot_map is None else foot_map.to_model(np.asarray(msg.foot_force, float)),
     )
+
+
+class LowStateDecoder:
+    """Unitree LowState CDR bytes (a ``raw=True`` subscription) -> the arrays of :func:`low_state_arrays`, without
+    building the message object (see :mod:`mcoe_ros.io.cdr`: ~20x cheaper than deserialising it and reading it back).
+
+    ``msg_class`` is the LowState class of the interface package in use (its layout is computed from its own
+    definition; :class:`~mcoe_ros.io.cdr.UnsupportedLayout` if it has variable-length fields). :meth:`check` compares
+    the decoded arrays with those of the deserialised message (the caller deserialises: rclpy is not imported here).
+    """
+
+    def __init__(self, msg_class, joint_map: JointMap, foot_map: JointMap | None = None):
+        self.joint_map, self.foot_map = joint_map, foot_map
+        layout = CdrLayout(msg_class)
+        n = len(joint_map.hw_names)
+        if f"motor_state[{n - 1}].q" not in layout.fields:
+            raise UnsupportedLayout(f"{msg_class.__name__} has fewer than {n} motors")
+        motors = [f"motor_state[{i}].{name}" for name in ("q", "dq", "tau_est") for i in range(n)]
+        self._n = n
+        self._reader = CdrReader(
+            layout,
+            {"float32": motors + ["imu.quaternion", "imu.gyroscope", "imu.accelerometer"], "int16": ["foot_force"]},
+        )
+
+    def arrays(self, raw):
+        """(q, dq, tau) in model order, (quat_wxyz, gyro, acc), foot_force (model foot order if a foot map) from
+        one serialised LowState; InvalidSample('wrong_size') if the bytes are not one."""
+        try:
+            floats, feet = self._reader.read(raw)
+        except ValueError as err:
+            raise InvalidSample("wrong_size", str(err)) from None
+        n, idx = self._n, self.joint_map.hw_to_model
+        return (
+            floats[idx],
+            floats[n + idx],
+            floats[2 * n + idx],
+            floats[3 * n : 3 * n + 4],
+            floats[3 * n + 4 : 3 * n + 7],
+            floats[3 * n + 7 : 3 * n + 10],
+            feet if self.foot_map is None else self.foot_map.to_model(feet),
+        )
+
+    def check(self, raw, msg) -> str | None:
+        """None if :meth:`arrays` of ``raw`` equals :func:`low_state_arrays` of its deserialised message ``msg``,
+        else which array differs."""
+        names = ("q", "dq", "tau", "quaternion", "gyroscope", "accelerometer", "foot_force")
+        mine = self.arrays(raw)
+        reference = low_state_arrays(msg, self.joint_map, self.foot_map)
+        for name, a, b in zip(names, mine, reference, strict=True):
+            if a.shape != b.shape or not np.array_equal(a, b):
+                return name
+        return None
 
 
 class JointStateMapper:

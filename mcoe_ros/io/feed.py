@@ -20,7 +20,14 @@ from mcoe_ros.estimation.estimate import Estimate
 from mcoe_ros.estimation.estimator import Estimator, TickInput
 from mcoe_ros.estimation.propagation import Odometry, Rebase
 from mcoe_ros.estimation.samples import InvalidSample, SampleStats
-from mcoe_ros.io.convert import HeaderlessStamper, JointStateMapper, imu_arrays, low_state_arrays, stamp_seconds
+from mcoe_ros.io.convert import (
+    HeaderlessStamper,
+    JointStateMapper,
+    LowStateDecoder,
+    imu_arrays,
+    low_state_arrays,
+    stamp_seconds,
+)
 from mcoe_ros.io.params import NodeConfig
 
 INPUT_MODES = ("low_state", "joint_states")
@@ -45,13 +52,25 @@ class SensorFeed:
     def low_state(self, msg, t_reception: float) -> float | None:
         """A Unitree LowState received (or recorded, or published: the time corrected for queueing delay) at
         ``t_reception`` s; returns the stamp it was given (None if it could not be converted)."""
+        return self._stamped(lambda: low_state_arrays(msg, self._joint_map, self._foot_map), t_reception)
+
+    def low_state_decoder(self, msg_class) -> LowStateDecoder:
+        """A decoder of serialised LowState messages of ``msg_class`` for :meth:`low_state_bytes` (in this feed's
+        joint and foot orders); :class:`~mcoe_ros.io.cdr.UnsupportedLayout` if the type has no fixed layout."""
+        return LowStateDecoder(msg_class, self._joint_map, self._foot_map)
+
+    def low_state_bytes(self, raw, decoder: LowStateDecoder, t_reception: float) -> float | None:
+        """:meth:`low_state` for a serialised LowState (CDR bytes, e.g. from a ``raw=True`` subscription)."""
+        return self._stamped(lambda: decoder.arrays(raw), t_reception)
+
+    def _stamped(self, convert, t_reception: float) -> float | None:
         try:
-            q, dq, tau, quat, gyro, acc, foot = low_state_arrays(msg, self._joint_map, self._foot_map)
+            arrays = convert()
         except InvalidSample as err:
             self.stats.reject(err.reason, err.detail)
             return None
         t = self.stamper(t_reception)
-        self.sample(t, q, dq, tau, quat, gyro, acc, foot)
+        self.sample(t, *arrays)
         return t
 
     def sample(self, t: float, q, dq, tau, quat_wxyz, gyro, acc, foot_force=None) -> None:

@@ -42,6 +42,13 @@ class OutputConfig:
     stale_timeout: float = 5.0  #: s without an estimate (while input arrives) or without input: diagnostics ERROR
 
 
+@dataclass(frozen=True)
+class NodeThreadsConfig:
+    """Threads of the ROS node."""
+
+    solver_niceness: int = 10  #: nice increment of the solve thread (the sensor callbacks keep priority), 0..19
+
+
 @dataclass
 class NodeConfig:
     """Everything the ROS node and the replay are configured with."""
@@ -49,6 +56,7 @@ class NodeConfig:
     estimator: EstimatorConfig = field(default_factory=EstimatorConfig)
     input: InputConfig = field(default_factory=InputConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
+    node: NodeThreadsConfig = field(default_factory=NodeThreadsConfig)
 
 
 def _get(obj, path: str):
@@ -146,6 +154,11 @@ _TABLE: tuple[Param, ...] = (
         "output.stale_timeout",
         "output.stale_timeout",
         "s without an estimate (while input arrives) or input before diagnostics say ERROR; span of 'recent' problems",
+    ),
+    Param(
+        "node.solver_niceness",
+        "node.solver_niceness",
+        "nice increment of the node's solve thread: sensor callbacks and odometry keep the CPU when both compete",
     ),
     # estimator grid and window
     Param("estimator.dt", "estimator.grid.dt", "estimator grid step, s"),
@@ -376,6 +389,7 @@ _BOUNDS = {
     "input.low_state_period": POSITIVE,
     "output.diagnostics_period": POSITIVE,
     "output.stale_timeout": POSITIVE,
+    "node.solver_niceness": (0, 19, True),
     "estimator.dt": POSITIVE,
     "estimator.window": POSITIVE,
     "estimator.tick_period": POSITIVE,

@@ -43,18 +43,23 @@ from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.serialization import deserialize_message
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import Imu, JointState
 from std_srvs.srv import Trigger
 
 from mcoe_ros.io import messages
+from mcoe_ros.io.cdr import UnsupportedLayout
 from mcoe_ros.io.convert import stamp_seconds
 from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.io.intake import HealthMonitor, StreamIntake
 from mcoe_ros.io.params import DEFAULTS, NODE_NAME, PARAMETERS, ConfigError, load_params, node_config
 from mcoe_ros.ros.convert import OdometryWriter, fill, message_class
 
-SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=500, reliability=ReliabilityPolicy.BEST_EFFORT)
+DRAIN_MAX = 64  #: queued input messages handled in one callback (the executor serves timers/services in between)
+DECODER_CHECKS = 20  #: first LowState messages whose in-place decoding is compared with rclpy's deserialisation
+DECODER_CHECK_EVERY = 5000  #: and every this many messages after that
+SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=2000, reliability=ReliabilityPolicy.BEST_EFFORT)
 GIL_SWITCH_INTERVAL = 0.0005  #: s; Python's default 5 ms would let the solver thread delay a callback that long
 LATCHED_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST,
@@ -135,8 +140,11 @@ class EstimatorNode(Node):
         self._odom_t = -float("inf")  #: stamp of the last published odometry
         self.odom_frame = self.config.output.odom_frame
         self.base_frame = self.config.estimator.robot.base_frame
-        self._odom_writer = OdometryWriter(self.odom_frame, self.base_frame)
+        self.tf = self._make_tf_broadcaster() if self.config.output.publish_tf else None
+        self._odom_writer = OdometryWriter(self.odom_frame, self.base_frame, transform=self.tf is not None)
         self._last_error_log = 0.0
+        self._drain_ok = True
+        self._drained = 0  #: input messages taken by draining (not by an executor round)
 
         self.publishers_ = {}
         for name, (msgtype, latched) in messages.OUTPUTS.items():
@@ -145,17 +153,28 @@ class EstimatorNode(Node):
             self.publishers_[name] = self.create_publisher(message_class(msgtype), name, LATCHED_QOS if latched else 10)
         self.pub_diag = self.create_publisher(message_class(messages.DIAGNOSTICS_TYPE), messages.DIAGNOSTICS_TOPIC, 10)
         self.create_service(Trigger, "payload/reset", self._on_reset)
-        self.tf = self._make_tf_broadcaster() if self.config.output.publish_tf else None
 
         inputs = self.config.input
         period, depth, gap = inputs.low_state_period, SENSOR_QOS.depth, self.config.estimator.grid.max_gap
         if mode == "low_state":
             self.intake = [StreamIntake("low_state", period, depth, max_gap=gap)]
-            self.create_subscription(
-                import_low_state(), inputs.low_state_topic, _with_info(self._on_low_state), SENSOR_QOS
+            self._low_state_class = import_low_state()
+            try:  # serialised messages read in place (see mcoe_ros.io.cdr); the full deserialisation checks it
+                self._decoder = self.feed.low_state_decoder(self._low_state_class)
+            except UnsupportedLayout as err:
+                self._decoder = None
+                self.get_logger().info(f"LowState is deserialised in full ({err})")
+            self._decoder_checks = 0
+            self._input_sub = self.create_subscription(
+                self._low_state_class,
+                inputs.low_state_topic,
+                _with_info(self._on_low_state),
+                SENSOR_QOS,
+                raw=self._decoder is not None,
             )
         else:
             self.intake = [StreamIntake(n, period, depth, max_gap=gap) for n in ("joint_states", "imu")]
+            self._input_sub = None  # two streams: the executor interleaves them (no draining)
             self.create_subscription(JointState, inputs.joint_states_topic, _with_info(self._on_joints), SENSOR_QOS)
             self.create_subscription(Imu, inputs.imu_topic, _with_info(self._on_imu), SENSOR_QOS)
         stale = self.config.output.stale_timeout
@@ -193,6 +212,7 @@ class EstimatorNode(Node):
             self._log_error(f"estimator error: {err!r}")
 
     def _solve_loop(self) -> None:
+        self._lower_priority(self.config.node.solver_niceness)
         while self._running:
             self._wake.wait(0.1)
             self._wake.clear()
@@ -225,6 +245,17 @@ class EstimatorNode(Node):
                     return
                 self.feed.count_error("internal_error", repr(err))
                 self._log_error(f"estimator error: {err!r}")
+
+    def _lower_priority(self, niceness: int) -> None:
+        """Nice this (the solve) thread by ``niceness``: on Linux a thread has its own nice value, so the sensor
+        callbacks and the odometry win the CPU when the solve competes with them (the solve only runs later)."""
+        if niceness <= 0:
+            return
+        try:
+            tid = threading.get_native_id()
+            os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + int(niceness))
+        except (AttributeError, OSError) as err:  # not Linux, or not permitted: the solve keeps the node's priority
+            self.get_logger().info(f"solve thread priority unchanged ({err!r})")
 
     def stop(self, timeout: float = 1.0) -> None:
         """Stop the solve worker: the running solve ends at its next iteration (stop flag); waits ``timeout`` s."""
@@ -268,17 +299,66 @@ class EstimatorNode(Node):
         sent = info.get("source_timestamp") if info else None
         return stream.message(time.time(), None if not sent else sent * 1e-9, seq or None, publisher, t_data=t_data)
 
-    def _on_low_state(self, msg, info) -> None:
+    def _on_low_state(self, data, info) -> None:
+        """One LowState (CDR bytes when the decoder is in use, else the message), then the messages already queued
+        behind it (:meth:`_drain`)."""
+        self._low_state_message(data, info)
+        self._drain()
+
+    def _low_state_message(self, data, info) -> None:
         # No header: the stamp is the publication time on the node's clock (reception time minus the queueing
         # delay), so callback starvation neither delays stamps nor fakes gaps.
         delay = self._account(self.intake[0], info)
         t = self._now() - delay
-        self._guard(self._low_state, msg, t)
+        self._guard(self._low_state, data, t)
 
-    def _low_state(self, msg, t: float) -> None:
-        stamp = self.feed.low_state(msg, t)
+    def _low_state(self, data, t: float) -> None:
+        checks_due = self._decoder_checks < DECODER_CHECKS or self.intake[0].received % DECODER_CHECK_EVERY == 0
+        if self._decoder is not None and checks_due:
+            self._check_decoder(data)
+        if self._decoder is not None:
+            stamp = self.feed.low_state_bytes(data, self._decoder, t)
+        else:
+            msg = data if isinstance(data, self._low_state_class) else deserialize_message(data, self._low_state_class)
+            stamp = self.feed.low_state(msg, t)
         if stamp is not None:
             self.intake[0].data_time(stamp)
+
+    def _check_decoder(self, raw) -> None:
+        """Compare the in-place decoding with rclpy's deserialisation; on any difference use the latter from now on
+        (said once, counted as ``cdr_decoder_mismatch``)."""
+        self._decoder_checks += 1
+        try:
+            differs = self._decoder.check(raw, deserialize_message(raw, self._low_state_class))
+        except Exception as err:  # noqa: BLE001 - e.g. a truncated message: rclpy's path decides below
+            differs = f"check failed: {err!r}"
+        if differs is not None:
+            self._decoder = None
+            self.feed.count_error("cdr_decoder_mismatch", f"LowState field {differs}")
+            self.get_logger().error(
+                f"in-place LowState decoding disagrees ({differs}): full deserialisation from now on"
+            )
+
+    def _drain(self) -> None:
+        """Handle the input messages already waiting in the subscription queue (at most :data:`DRAIN_MAX`) in this
+        callback: one executor round per message costs about as much as handling it, and a backlog (after a GIL
+        hold, a burst) is what overflows the queue. Uses the take that rclpy's own executor and wait_for_message
+        use; if it is unavailable, the executor alone delivers (as before)."""
+        sub = self._input_sub
+        if sub is None or not self._drain_ok:
+            return
+        for _ in range(DRAIN_MAX):
+            try:
+                with sub.handle:
+                    taken = sub.handle.take_message(sub.msg_type, sub.raw)
+            except Exception as err:  # noqa: BLE001 - API differences or a destroyed subscription: stop draining
+                self._drain_ok = False
+                self.get_logger().info(f"input draining off ({err!r})")
+                return
+            if taken is None:
+                return
+            self._drained += 1
+            self._low_state_message(taken[0], taken[1] if len(taken) > 1 else None)
 
     def _on_joints(self, msg, info) -> None:
         self._account(self.intake[0], info, stamp_seconds(msg.header.stamp))
@@ -299,18 +379,18 @@ class EstimatorNode(Node):
         self._publish_trees(messages.estimate_messages(est, self.odom_frame, self.base_frame))
 
     def _publish_odometry(self, odo) -> None:
-        """The input-rate odom, pose and TF, from the sensor callback thread."""
+        """The input-rate odom, pose and TF, from the sensor callback thread (or the solve thread after a
+        re-anchoring)."""
         if not self._running:
-            return
-        if not odo.is_finite():
-            self.feed.count_error("non_finite_output", "odometry suppressed")
             return
         with self._odom_lock:  # only strictly newer stamps (the solve thread publishes one after re-anchoring)
             if odo.t <= self._odom_t:
                 return
-            self._odom_t = odo.t
             writer = self._odom_writer
-            writer.write(odo)
+            if not writer.write(odo):
+                self.feed.count_error("non_finite_output", "odometry suppressed")
+                return
+            self._odom_t = odo.t
             self.publishers_["odom"].publish(writer.odom)
             self.publishers_["pose"].publish(writer.pose)
             if self.tf is not None:
@@ -332,6 +412,9 @@ class EstimatorNode(Node):
         latency = np.array(self._latency) if self._latency else np.zeros(1)
         diag.extra["odom_latency_p50_ms"] = f"{1e3 * np.percentile(latency, 50):.3f}"
         diag.extra["odom_latency_p99_ms"] = f"{1e3 * np.percentile(latency, 99):.3f}"
+        diag.extra["input_drained"] = str(self._drained)
+        if self.config.input.mode == "low_state":
+            diag.extra["low_state_decoding"] = "in_place" if self._decoder is not None else "deserialised"
         self._log_rejections(diag)
         # named after the fully qualified node name: several estimators (namespaces) share /diagnostics
         tree = messages.diagnostics_message(self.feed.estimator.last_time, diag, name=self.get_fully_qualified_name())
