@@ -4,10 +4,11 @@ Starts ``mcoe_estimator`` as its console-script process (private DDS domain, no 
 bag's LowState messages in a loop at ``--rate`` Hz (reliable, like the Unitree bridge), subscribes to the node's
 odometry, payload and /diagnostics, and samples the node's RSS from /proc (every 500 messages). Every ``--every``
 seconds it prints a row: peak RSS, messages published / received by the node / declared lost by the node /
-undeclared (published minus received minus declared lost), odometry rate, processing latency p50/p99 (odometry
-receive time minus the input sample's time: the odometry stamp is the sensor time of the newest window knot, which
-for headerless LowState is its publication time), payload mass, and the diagnostics level and message.
-``--markdown FILE`` writes the table.
+undeclared (published minus received minus declared lost), odometry rate, end-to-end latency p50/p99 (odometry
+receive time minus its stamp, the input sample's time, which for headerless LowState is its publication time: the
+reception time minus the middleware's queueing delay), the node's own processing latency p50/p99 over its last 2000
+messages (callback entry to odometry published, from its diagnostics), its solve rate, payload mass, and the
+diagnostics level and message. ``--markdown FILE`` writes the table.
 
     python benchmarks/soak_node.py --duration 1800 --markdown docs/soak.md
 
@@ -146,9 +147,9 @@ def main(argv=None) -> int:
 
     header = (
         "| t s | peak RSS MB | published | received | declared lost | undeclared | odom Hz | latency p50 ms "
-        "| latency p99 ms | payload kg | diag | load 1 min |"
+        "| latency p99 ms | in-node p50 ms | in-node p99 ms | solves Hz | payload kg | diag | load 1 min |"
     )
-    rows = [header, "|" + "---|" * 12]
+    rows = [header, "|" + "---|" * 15]
     print(f"soak: {args.duration:.0f} s of LowState at {args.rate:g} Hz; node pid {proc.pid}; log {log_path}")
     print(header, flush=True)
     period = 1.0 / args.rate
@@ -267,13 +268,16 @@ def _row(listener: Listener, peak_rss: float, published: int, span: float, t: fl
         listener.mass,
         f"{level}: {message[:60]}",
         os.getloadavg()[0],
+        float(diag.get("odom_latency_p50_ms", "nan")),
+        float(diag.get("odom_latency_p99_ms", "nan")),
+        float(diag.get("solve_rate_hz", "nan")),
     )
 
 
 def _fmt(r: tuple) -> str:
     return (
         f"| {r[0]:.0f} | {r[1]:.1f} | {r[2]} | {r[3]} | {r[4]} | {r[5]} | {r[6]:.1f} | {r[7]:.0f} | {r[8]:.0f} "
-        f"| {r[9]:.2f} | {r[10]} | {r[11]:.2f} |"
+        f"| {r[12]:.2f} | {r[13]:.2f} | {r[14]:.1f} | {r[9]:.2f} | {r[10]} | {r[11]:.2f} |"
     )
 
 

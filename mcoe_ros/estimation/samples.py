@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -94,7 +95,9 @@ class SampleStats:
 
 
 def _vector(name: str, value, size: int) -> np.ndarray:
-    arr = np.asarray(value, dtype=float).reshape(-1)
+    arr = value if type(value) is np.ndarray and value.dtype == np.float64 else np.asarray(value, dtype=float)
+    if arr.ndim != 1:
+        arr = arr.reshape(-1)
     if arr.shape != (size,):
         raise InvalidSample("wrong_size", f"{name} has {arr.size} entries, expected {size}")
     if not np.all(np.isfinite(arr)):
@@ -134,7 +137,18 @@ class PlausibilityLimits:
             np.where(unbounded_e, np.inf, LIMIT_FACTOR * np.asarray(effort, float)),
         )
 
+    @cached_property
+    def _joint_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) of (q, dq, tau) stacked: one comparison for the common, plausible sample."""
+        return np.concatenate((self.q_low, -self.dq_max, -self.tau_max)), np.concatenate(
+            (self.q_high, self.dq_max, self.tau_max)
+        )
+
     def check_joint(self, q: np.ndarray, dq: np.ndarray, tau: np.ndarray) -> None:
+        low, high = self._joint_bounds
+        stacked = np.concatenate((q, dq, tau))
+        if ((stacked >= low) & (stacked <= high)).all():
+            return
         for name, value, low, high, unit in (
             ("q", q, self.q_low, self.q_high, "rad"),
             ("dq", dq, -self.dq_max, self.dq_max, "rad/s"),
@@ -148,6 +162,8 @@ class PlausibilityLimits:
                 )
 
     def check_imu(self, gyro: np.ndarray, acc: np.ndarray) -> None:
+        if gyro.dot(gyro) <= self.gyro_max**2 and acc.dot(acc) <= self.acc_max**2:
+            return
         for name, value, limit, unit in (("gyro", gyro, self.gyro_max, "rad/s"), ("acc", acc, self.acc_max, "m/s^2")):
             norm = float(np.linalg.norm(value))
             if norm > limit:
