@@ -154,6 +154,7 @@ PYBIND11_MODULE(_mcoe, m) {
            [](Solver& s, const std::vector<std::shared_ptr<IntervalModel>>& running,
               const std::shared_ptr<IntervalModel>& terminal, const Vec& x_bar, const Vec& theta_bar, const Mat& H,
               const Vec& g, const Vec& noise_info) {
+             py::gil_scoped_release release;  // allocates every knot's data: the node's sensor callbacks keep running
              s.setProblem(asModels(running), terminal, Prior{x_bar, theta_bar, H, g}, noise_info);
            })
       .def("set_knot", &Solver::setKnot, py::arg("k"), py::arg("u") = Vec(), py::arg("z") = Vec())
