@@ -32,8 +32,9 @@ def _standing(robot, feet_idx, quat=(1.0, 0, 0, 0)):
     return q, (g - jac.T @ forces)[6:], forces.reshape(-1, 3)
 
 
-def test_forces_from_torques_match_the_true_stance_forces(robot):
-    det = ContactDetector(robot)
+@pytest.mark.parametrize("compiled", [False, None])
+def test_forces_from_torques_match_the_true_stance_forces(robot, compiled):
+    det = ContactDetector(robot, compiled=compiled)
     rot = pin.rpy.rpyToMatrix(0.1, -0.05, 0.3)
     quat = pin.Quaternion(rot)
     wxyz = (quat.w, quat.x, quat.y, quat.z)
@@ -45,6 +46,32 @@ def test_forces_from_torques_match_the_true_stance_forces(robot):
         swing = [i for i in range(4) if i not in feet]
         assert np.abs(est[swing]).max(initial=0.0) < 1e-8
         assert abs(est[:, 2].sum() - robot.total_mass * 9.81) < 0.05 * robot.total_mass * 9.81 + 1e-9 or len(feet) < 4
+
+
+def test_compiled_forces_equal_the_python_reference(robot):
+    """The compiled estimate (one C++ call per input sample) against the Python reference on random moving states,
+    with and without an identified actuator model (friction loss and rotor inertia)."""
+    from mcoe_ros.multibody import contact
+    from mcoe_ros.multibody.actuator import ActuatorModel
+
+    if contact._CompiledForces is None:
+        pytest.skip("compiled extension (ContactForces) not built")
+    rng = np.random.default_rng(4)
+    act = ActuatorModel(robot)
+    for with_actuator in (False, True):
+        ref, fast = ContactDetector(robot, compiled=False), ContactDetector(robot, compiled=True)
+        if with_actuator:
+            params = np.abs(rng.normal(size=act.n_params)) * 0.1
+            for det in (ref, fast):
+                det.set_actuator(act, params)
+        worst = 0.0
+        for _ in range(50):
+            q = pin.randomConfiguration(robot.model, -np.ones(robot.nq), np.ones(robot.nq))
+            v, a, tau = rng.normal(size=robot.nv), rng.normal(size=robot.nv), 10 * rng.normal(size=robot.nj)
+            f_ref = ref.forces_from_state(q, v, a, tau).copy()
+            f_fast = fast.forces_from_state(q, v, a, tau).copy()
+            worst = max(worst, float(np.abs(f_fast - f_ref).max() / (1.0 + np.abs(f_ref).max())))
+        assert worst < 1e-10, worst
 
 
 def test_hysteresis_and_debounce():

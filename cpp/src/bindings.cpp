@@ -5,6 +5,7 @@
 
 #include <pinocchio/serialization.hpp>
 
+#include "contact_forces.hpp"
 #include "interval.hpp"
 #include "parametrization.hpp"
 #include "solver.hpp"
@@ -67,6 +68,19 @@ PYBIND11_MODULE(_mcoe, m) {
            "A Pinocchio model from pin.Model.saveToString() (exact text archive).")
       .def_property_readonly("nq", [](const Robot& r) { return r.model.nq; })
       .def_property_readonly("nv", [](const Robot& r) { return r.model.nv; });
+
+  py::class_<ContactForces>(m, "ContactForces")
+      .def(py::init([](const Robot& robot, const std::vector<int>& feet, const std::vector<std::vector<int>>& legs) {
+             return std::make_unique<ContactForces>(robot.model, feet, legs);
+           }),
+           py::arg("robot"), py::arg("feet"), py::arg("legs"))
+      .def(
+          "compute",
+          [](ContactForces& c, const Vec& q, const Vec& v, const Vec& a, const Vec& tau, const Vec& armature) {
+            return RowMat(c.compute(q, v, a, tau, armature));
+          },
+          py::arg("q"), py::arg("v"), py::arg("a"), py::arg("tau"), py::arg("armature"),
+          "Ground reaction forces (nfeet, 3), world axes, N (ContactDetector.forces_from_state).");
 
   py::class_<Parametrization>(m, "Parametrization")
       .def(py::init<>())

@@ -127,7 +127,9 @@ class Estimator:
         self._held_in_row = 0
         self.last_position: np.ndarray | None = None  #: base position of the last good estimate (kept on reset)
         self.epoch: float | None = None  #: seconds subtracted from input times (float precision)
-        detector = detector or ContactDetector(robot, config.contact)
+        detector = detector or ContactDetector(
+            robot, config.contact, compiled=False if config.solver.backend == "python" else None
+        )
         self.window = SlidingWindow(detector, self.dt, self.n_intervals + 1, grid.max_gap)
         self.parameters = EstimationParameters(robot, config)
         self.param = self.parameters.parametrization
