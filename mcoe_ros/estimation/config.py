@@ -73,6 +73,17 @@ PAYLOAD_BODIES = ("combined", "payload")
 
 
 @dataclass(frozen=True)
+class LegMassConfig:
+    """A leg mass scale k estimated with the payload: the inertial parameters of every body but the payload's parent
+    (the legs) are k times the URDF's (:class:`mcoe_ros.multibody.actuator.ParameterLayout`), so a robot whose legs
+    are lighter or heavier than its URDF does not bias the payload. k = exp(theta) > 0 (always physically consistent),
+    prior theta ~ N(0, prior_sigma^2) (prior_sigma ~ the relative deviation at 1 sigma). Python solver only."""
+
+    enabled: bool = False
+    prior_sigma: float = 0.1  #: prior std of log k (about the legs' relative mass deviation at 1 sigma)
+
+
+@dataclass(frozen=True)
 class PayloadConfig:
     """Payload estimator choice and prior (payload frame, see :mod:`mcoe_ros.multibody.inertia`).
 
@@ -92,6 +103,7 @@ class PayloadConfig:
     rls_window: float = 0.01  #: RLS: Savitzky-Golay window for the accelerations, s
     rls_alpha: float = 1.0  #: RLS: strength of the log-det regulariser
     rls_forgetting: float = 1.0  #: RLS: directional forgetting factor (1 = none)
+    leg_mass: LegMassConfig = field(default_factory=LegMassConfig)
 
     def __post_init__(self):
         if self.estimator not in PAYLOAD_ESTIMATORS:

@@ -486,6 +486,8 @@ class Estimator:
         self.theta_info = np.linalg.pinv(est.theta_cov, rcond=1e-12, hermitian=True)
         if self.parameters.actuator is not None:  # the contact detector explains the joint torques the same way
             self.window.detector.set_actuator(self.parameters.actuator, result.pi[self.parameters.layout.actuator])
+        if self.parameters.layout.leg is not None:  # ... with the identified leg bodies
+            self.window.detector.set_leg_scale(float(result.pi[self.parameters.layout.leg][0]))
         self.last_good = est
         self.last_position = est.position.copy()
         self.last_status = "ok"
@@ -534,6 +536,7 @@ class Estimator:
             theta_cov=other.theta_cov,
             actuator=other.actuator,
             imu_bias=other.imu_bias,
+            leg_mass=other.leg_mass,
             source=other.source,
         )
 
@@ -603,6 +606,9 @@ class Estimator:
         if layout.gyro is not None:
             bias = slice(layout.gyro.start, layout.acc.stop)
             extra_blocks["imu_bias"] = (result.pi[bias].copy(), std[bias])
+        if layout.leg is not None:
+            m_legs = self.parameters.leg_mass
+            extra_blocks["leg_mass"] = ((float(result.pi[layout.leg][0]) - 1.0) * m_legs, float(std[layout.leg][0]) * m_legs)
         return Estimate(
             t=knot.t + (self.epoch or 0.0),
             position=x[:3].copy(),
@@ -633,6 +639,7 @@ class Estimator:
             combined_frame=robot.payload_parent_frame,
             actuator=extra_blocks.get("actuator"),
             imu_bias=extra_blocks.get("imu_bias"),
+            leg_mass=extra_blocks.get("leg_mass"),
         )
 
     @staticmethod
@@ -702,7 +709,8 @@ class Estimator:
         }
 
     def _parameter_values(self) -> dict[str, str]:
-        """The identified IMU biases and actuator parameters of the last good estimate (value ± std)."""
+        """The identified IMU biases, actuator parameters and leg mass deviation of the last good estimate (value ±
+        std)."""
         est, out = self.last_good, {}
         if est is None:
             return out
@@ -716,4 +724,6 @@ class Estimator:
             guard = self.actuator_guard
             out["actuator_frozen_solves"] = f"{guard.frozen} of {guard.solves}"
             out["actuator_excitation_rad_s"] = f"{guard.last_excitation:.3f}"
+        if est.leg_mass is not None:
+            out["leg_mass_deviation_kg"] = f"{est.leg_mass[0]:+.3f} ± {est.leg_mass[1]:.3f}"
         return out
