@@ -111,7 +111,9 @@ def test_fd_with_biases_and_actuator_parameters(robot, contacts, impulse):
         ContactVelocity(robot, robot.foot_frame_ids[-1], std=0.01),
     ]
     model = MultibodyIntervalModel(robot, contacts, 0.01, meas, impulse, actuator=act, layout=layout)
-    assert model.npi == 26 and layout.gyro == slice(19, 22) and layout.acc == slice(22, 25) and layout.leg == slice(25, 26)
+    assert (
+        model.npi == 26 and layout.gyro == slice(19, 22) and layout.acc == slice(22, 25) and layout.leg == slice(25, 26)
+    )
     pi = np.r_[PI, 0.8, 1.2, 1.5, 0.15, 0.2, 0.25, 0.008, 0.01, 0.012, 0.01, -0.02, 0.005, 0.05, -0.03, 0.1, 1.07]
     x = random_state(robot, rng)
     x[robot.nq + 6 :] *= 0.05

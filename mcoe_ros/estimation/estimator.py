@@ -608,7 +608,10 @@ class Estimator:
             extra_blocks["imu_bias"] = (result.pi[bias].copy(), std[bias])
         if layout.leg is not None:
             m_legs = self.parameters.leg_mass
-            extra_blocks["leg_mass"] = ((float(result.pi[layout.leg][0]) - 1.0) * m_legs, float(std[layout.leg][0]) * m_legs)
+            extra_blocks["leg_mass"] = (
+                (float(result.pi[layout.leg][0]) - 1.0) * m_legs,
+                float(std[layout.leg][0]) * m_legs,
+            )
         return Estimate(
             t=knot.t + (self.epoch or 0.0),
             position=x[:3].copy(),

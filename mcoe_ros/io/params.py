@@ -237,7 +237,11 @@ _TABLE: tuple[Param, ...] = (
         "estimate trunk + payload as one body and report the difference to the URDF trunk, or a separate payload",
         ("combined", "payload"),
     ),
-    Param("payload.leg_mass.enabled", "estimator.payload.leg_mass.enabled", "estimate a leg mass scale (legs = k x URDF legs; Python solver only)"),
+    Param(
+        "payload.leg_mass.enabled",
+        "estimator.payload.leg_mass.enabled",
+        "estimate a leg mass scale (legs = k x URDF legs; Python solver only)",
+    ),
     Param(
         "payload.leg_mass.prior_sigma",
         "estimator.payload.leg_mass.prior_sigma",

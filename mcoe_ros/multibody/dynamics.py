@@ -275,7 +275,9 @@ class PhaseDynamicsModel:
                     data.y_imp[:] = y_imp[:, cols]
                     data.dvdyn_dpi[:, :10] = -data.proj @ (minv @ (data.y_imp @ A))
                 if legs is not None:
-                    data.dvdyn_dpi[:, legs] = -data.proj @ (minv @ (y_imp[:, self.leg_cols] @ self.leg_nominal_pi))[:, None]
+                    data.dvdyn_dpi[:, legs] = (
+                        -data.proj @ (minv @ (y_imp[:, self.leg_cols] @ self.leg_nominal_pi))[:, None]
+                    )
             if self.actuator is not None:  # rotor inertia in the impulse: M (v+ - v) = J^T Lambda
                 y_act = self.actuator.regressor(data.zero_v[nb:], data.dv_imp(v)[nb:])
                 data.dvdyn_dpi[:, act] = -data.proj @ (minv[:, nb:] @ y_act)
