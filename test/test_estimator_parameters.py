@@ -1,5 +1,7 @@
 """The estimator's parameter vector: combined trunk + payload body, actuator model, IMU biases, torque noise."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -12,6 +14,7 @@ from mcoe_ros.estimation.config import (
     NoiseConfig,
     PayloadConfig,
 )
+from mcoe_ros.estimation.excitation import swing_fraction
 from mcoe_ros.io import messages
 from mcoe_ros.io.bag import iter_messages
 from mcoe_ros.io.feed import SensorFeed
@@ -70,7 +73,7 @@ def test_combined_body_represents_a_robot_lighter_than_its_urdf(robot):
 
 def test_estimator_with_every_parameter_block_runs_and_reports_them():
     over = {"actuator.enabled": True, "imu_bias.enabled": True, "noise.joint_torque": 0.1}
-    over["payload.leg_mass.enabled"] = True
+    over.update({"payload.leg_mass.enabled": True, "payload.leg_mass.min_swing": 0.0})  # never frozen here
     over.update({"estimator.window": 0.06, "estimator.tick_period": 0.02, "solver.max_iterations": 1})
     feed = SensorFeed(node_config(over))
     out = []
@@ -87,6 +90,7 @@ def test_estimator_with_every_parameter_block_runs_and_reports_them():
     assert np.isfinite(dm) and np.isfinite(sd) and sd > 0.0
     values = feed.diagnostics().key_values()
     assert "gyro_bias_x_rad_s" in values and "rotor_inertia_calf" in values and "leg_mass_deviation_kg" in values
+    assert values["leg_mass_frozen_solves"].startswith("0 of")
     assert type(feed.estimator.solver).__name__ == "MCOESolver"  # the leg mass scale has no compiled port
     legs = feed.estimator.window.detector._model.inertias  # the detector uses the identified legs
     scale = legs[2].mass / feed.estimator.robot.nominal_inertias[2].mass
@@ -116,3 +120,23 @@ def test_compiled_path_declares_the_leg_mass_scale_unsupported(robot):
     legs = MultibodyIntervalModel(robot, ("FL_foot",), 0.002, [], layout=ParameterLayout(leg_mass=True))
     assert compiled.unsupported(plain) is None
     assert "leg mass" in compiled.unsupported(legs)
+
+
+def test_leg_mass_gate_keeps_k_on_windows_without_swing():
+    """All feet down in every knot (the sample bag's first second is a squat-sway): every solve keeps log k at its
+    prior (the anchor), the published deviation stays ~0 kg; a knot with a foot in the air counts as swing."""
+    over = {"payload.leg_mass.enabled": True, "estimator.window": 0.06, "estimator.tick_period": 0.02}
+    feed = SensorFeed(node_config(over))
+    out = []
+    for _topic, t_ns, msg in iter_messages(SAMPLE_BAG, ["low_state"]):
+        feed.low_state(msg, t_ns * 1e-9)
+        out += feed.poll()
+        if len(out) >= 4:
+            break
+    gate = feed.estimator.leg_gate
+    assert gate.solves >= 4 and gate.frozen == gate.solves
+    assert abs(out[-1].leg_mass[0]) < 0.01
+    knots = list(feed.estimator.window.knots)
+    assert swing_fraction(knots) == 0.0
+    lifted = [replace(knots[0], contacts=(False, True, True, True)), *knots[1:4]]
+    assert swing_fraction(lifted) == 0.25

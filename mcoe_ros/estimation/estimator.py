@@ -32,7 +32,7 @@ from mcoe_ros.estimation.calibration import ConsistencyScale
 from mcoe_ros.estimation.config import EstimatorConfig
 from mcoe_ros.estimation.diagnostics import OK, WARN, Diagnostics
 from mcoe_ros.estimation.estimate import Estimate
-from mcoe_ros.estimation.excitation import ActuatorGuard
+from mcoe_ros.estimation.excitation import ActuatorGuard, LegMassGate
 from mcoe_ros.estimation.propagation import Odometry, Propagator, Rebase
 from mcoe_ros.estimation.samples import (
     InvalidSample,
@@ -141,6 +141,9 @@ class Estimator:
             upper = np.repeat([act.max_viscous, act.max_coulomb, act.max_rotor_inertia], n_groups)
             indices = np.arange(self.parameters.layout.actuator.start, self.parameters.layout.actuator.stop)
             self.actuator_guard = ActuatorGuard(indices, upper, act.min_excitation)
+        #: swing gate of the leg mass scale (None without it)
+        legs = self.parameters.layout.leg
+        self.leg_gate = LegMassGate(legs.start, pay.leg_mass.min_swing) if legs is not None else None
         self.prior_theta_info = self.parameters.prior_info
         sol = config.solver
         self.options = SolverOptions(
@@ -433,10 +436,13 @@ class Estimator:
                 iterations = min(self._warmup_left, max(spread or self._warmup_left, iterations))
             elif rebuild:
                 iterations = max(iterations, REBUILD_ITERATIONS)
-            if self.actuator_guard is not None:
-                result = self.actuator_guard.solve(solver, knots, iterations)
-            else:
-                result = solver.solve(max_iter=iterations)
+
+            def run(solver=solver, knots=knots, iterations=iterations):
+                if self.actuator_guard is not None:
+                    return self.actuator_guard.solve(solver, knots, iterations)
+                return solver.solve(max_iter=iterations)
+
+            result = self.leg_gate.solve(solver, knots, run) if self.leg_gate is not None else run()
             if result.status == "stopped" or self.stop_event.is_set():
                 return None
             if cold or warming:
@@ -729,4 +735,5 @@ class Estimator:
             out["actuator_excitation_rad_s"] = f"{guard.last_excitation:.3f}"
         if est.leg_mass is not None:
             out["leg_mass_deviation_kg"] = f"{est.leg_mass[0]:+.3f} ± {est.leg_mass[1]:.3f}"
+            out["leg_mass_frozen_solves"] = f"{self.leg_gate.frozen} of {self.leg_gate.solves}"
         return out

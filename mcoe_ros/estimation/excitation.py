@@ -48,6 +48,42 @@ def anchored(prior: ArrivalPrior, indices: np.ndarray, theta: np.ndarray, inform
     return ArrivalPrior(prior.x_bar.copy(), prior.theta_bar.copy(), hess, grad)
 
 
+def swing_fraction(knots: Sequence) -> float:
+    """Fraction of the knots with at least one foot out of contact (``knot.contacts``)."""
+    return float(np.mean([not all(k.contacts) for k in knots])) if len(knots) else 0.0
+
+
+class LegMassGate:
+    """Freezes the leg mass scale (theta index ``index``, log k) on windows with too few swing knots.
+
+    With every foot on the ground the legs' weight reaches the trunk's wrench through the (unmeasured) contact forces
+    almost like trunk mass does, so k and the trunk's mass trade off and any other torque or force residual moves
+    them (docs/realism.md, run 3); a swinging leg's joint torques see its own inertia and weight directly. Below
+    ``min_swing`` (fraction of knots with a foot in the air, :func:`swing_fraction`) the solve anchors log k at its
+    current value like :class:`ActuatorGuard`'s gate (solve only, never information). Counts ``frozen`` / ``solves``.
+    """
+
+    def __init__(self, index: int, min_swing: float):
+        self.index = np.array([index], dtype=int)
+        self.min_swing = float(min_swing)
+        self.frozen = 0
+        self.solves = 0
+
+    def solve(self, solver, knots: Sequence, run):
+        """``run()`` (the tick's solve on ``solver``) with log k anchored when ``knots`` have too little swing."""
+        self.solves += 1
+        if swing_fraction(knots) >= self.min_swing:
+            return run()
+        self.frozen += 1
+        problem = solver.problem
+        original = problem.prior
+        problem.prior = anchored(original, self.index, solver.theta, FREEZE_INFORMATION)
+        try:
+            return run()
+        finally:
+            problem.prior = original
+
+
 class ActuatorGuard:
     """Runs a solve with the gate and bounds of the module docstring.
 

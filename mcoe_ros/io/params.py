@@ -247,6 +247,11 @@ _TABLE: tuple[Param, ...] = (
         "estimator.payload.leg_mass.prior_sigma",
         "prior std of the log of the leg mass scale (relative leg mass deviation at 1 sigma)",
     ),
+    Param(
+        "payload.leg_mass.min_swing",
+        "estimator.payload.leg_mass.min_swing",
+        "fraction of a window's knots with a foot in the air below which its solve keeps the leg mass scale (0: never)",
+    ),
     # actuator model
     Param("actuator.enabled", "estimator.actuator.enabled", "identify joint friction and rotor inertia"),
     Param(
@@ -402,6 +407,7 @@ _BOUNDS = {
     "payload.rls_alpha": NONNEGATIVE,
     "payload.rls_forgetting": (0.0, 1.0, False),
     "payload.leg_mass.prior_sigma": POSITIVE,
+    "payload.leg_mass.min_swing": (0.0, 1.0, True),
     "actuator.coulomb_smoothing": POSITIVE,
     "actuator.prior_viscous": POSITIVE,
     "actuator.prior_coulomb": POSITIVE,
