@@ -14,7 +14,7 @@ from mcoe_ros.estimation.config import (
     NoiseConfig,
     PayloadConfig,
 )
-from mcoe_ros.estimation.excitation import swing_fraction
+from mcoe_ros.estimation.excitation import leg_joint_indices, swing_fraction, swing_speed
 from mcoe_ros.io import messages
 from mcoe_ros.io.bag import iter_messages
 from mcoe_ros.io.feed import SensorFeed
@@ -74,6 +74,7 @@ def test_combined_body_represents_a_robot_lighter_than_its_urdf(robot):
 def test_estimator_with_every_parameter_block_runs_and_reports_them():
     over = {"actuator.enabled": True, "imu_bias.enabled": True, "noise.joint_torque": 0.1}
     over.update({"payload.leg_mass.enabled": True, "payload.leg_mass.min_swing": 0.0})  # never frozen here
+    over["payload.leg_mass.min_swing_speed"] = 0.0
     over.update({"estimator.window": 0.06, "estimator.tick_period": 0.02, "solver.max_iterations": 1})
     feed = SensorFeed(node_config(over))
     out = []
@@ -140,3 +141,8 @@ def test_leg_mass_gate_keeps_k_on_windows_without_swing():
     assert swing_fraction(knots) == 0.0
     lifted = [replace(knots[0], contacts=(False, True, True, True)), *knots[1:4]]
     assert swing_fraction(lifted) == 0.25
+    legs = leg_joint_indices(feed.estimator.robot)
+    names = feed.estimator.robot.joint_names
+    assert [[names[j][:2] for j in leg] for leg in legs] == [[f[:2]] * 3 for f in feed.estimator.robot.foot_names]
+    dq = knots[0].joint.dq[legs[0]]
+    assert swing_speed(lifted, legs) == pytest.approx(np.sqrt(np.mean(dq**2))) and swing_speed(knots, legs) == 0.0

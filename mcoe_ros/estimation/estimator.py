@@ -32,7 +32,7 @@ from mcoe_ros.estimation.calibration import ConsistencyScale
 from mcoe_ros.estimation.config import EstimatorConfig
 from mcoe_ros.estimation.diagnostics import OK, WARN, Diagnostics
 from mcoe_ros.estimation.estimate import Estimate
-from mcoe_ros.estimation.excitation import ActuatorGuard, LegMassGate
+from mcoe_ros.estimation.excitation import ActuatorGuard, LegMassGate, leg_joint_indices
 from mcoe_ros.estimation.propagation import Odometry, Propagator, Rebase
 from mcoe_ros.estimation.samples import (
     InvalidSample,
@@ -143,7 +143,10 @@ class Estimator:
             self.actuator_guard = ActuatorGuard(indices, upper, act.min_excitation)
         #: swing gate of the leg mass scale (None without it)
         legs = self.parameters.layout.leg
-        self.leg_gate = LegMassGate(legs.start, pay.leg_mass.min_swing) if legs is not None else None
+        self.leg_gate = None
+        if legs is not None:
+            lm = pay.leg_mass
+            self.leg_gate = LegMassGate(legs.start, lm.min_swing, lm.min_swing_speed, leg_joint_indices(robot))
         self.prior_theta_info = self.parameters.prior_info
         sol = config.solver
         self.options = SolverOptions(

@@ -252,6 +252,11 @@ _TABLE: tuple[Param, ...] = (
         "estimator.payload.leg_mass.min_swing",
         "fraction of a window's knots with a foot in the air below which its solve keeps the leg mass scale (0: never)",
     ),
+    Param(
+        "payload.leg_mass.min_swing_speed",
+        "estimator.payload.leg_mass.min_swing_speed",
+        "RMS joint speed of the legs in the air below which a window's solve keeps the leg mass scale, rad/s (0: off)",
+    ),
     # actuator model
     Param("actuator.enabled", "estimator.actuator.enabled", "identify joint friction and rotor inertia"),
     Param(
@@ -408,6 +413,7 @@ _BOUNDS = {
     "payload.rls_forgetting": (0.0, 1.0, False),
     "payload.leg_mass.prior_sigma": POSITIVE,
     "payload.leg_mass.min_swing": (0.0, 1.0, True),
+    "payload.leg_mass.min_swing_speed": NONNEGATIVE,
     "actuator.coulomb_smoothing": POSITIVE,
     "actuator.prior_viscous": POSITIVE,
     "actuator.prior_coulomb": POSITIVE,
