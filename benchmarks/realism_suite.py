@@ -155,6 +155,8 @@ def full_cases() -> list[Case]:
         Case("pronk", "5kg-off", "real", 3.0),
         Case("walk", "5kg-off", "slip", 4.0),
         Case("trot", "5kg-off", "real", 3.0),
+        Case("walk", "5kg-off", "lighter", 4.0),
+        Case("walk", "5kg-off", "heavier", 4.0),
     ]
 
 
@@ -255,6 +257,8 @@ def run_oe(series, t0: float, pi_true, odom, overrides: dict, with_ekf: bool) ->
         res.extra["actuator"] = dict(
             zip(est.parameters.actuator.parameter_names(), last.actuator[0].tolist(), strict=True)
         )
+    if last.leg_mass is not None:
+        res.extra["leg_mass"] = list(last.leg_mass)  # identified leg mass deviation and std, kg
     ekf_res = traj_result(Result(), ekf_track, odom) if with_ekf else None
     return res, ekf_res
 

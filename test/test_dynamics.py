@@ -9,7 +9,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from mcoe_ros.multibody.actuator import ActuatorModel
+from mcoe_ros.multibody.actuator import ActuatorModel, ParameterLayout
 from mcoe_ros.multibody.dynamics import PhaseDynamicsModel
 from mcoe_ros.multibody.robot import RobotModel, RobotSpec
 from mcoe_ros.multibody.state import StateMultibody
@@ -128,6 +128,40 @@ def test_actuator_losses_enter_as_torque_and_armature(robot):
     ref = pin.aba(model, model.createData(), x[: robot.nq], x[robot.nq :], np.r_[np.zeros(6), u - loss])
     np.testing.assert_allclose(data.a, ref, atol=1e-10)
     assert robot.model.armature[6] == 0.0  # the shared model is untouched
+
+
+@pytest.mark.parametrize("contacts, impulse, ref", PHASES[::2] + RESETS)
+def test_fd_with_leg_mass_scale(robot, contacts, impulse, ref):
+    """Leg mass scale k (last pi entry, with the actuator block before it): its Fp / da / dlam column in free, contact
+    and reset phases, away from k = 1."""
+    rng = np.random.default_rng(40 + len(contacts) + 10 * len(impulse))
+    act = ActuatorModel(robot)
+    layout = ParameterLayout(n_actuator=act.n_params, leg_mass=True)
+    dyn = PhaseDynamicsModel(robot, contacts, 0.01, impulse, reference_frame=ref, actuator=act, layout=layout)
+    assert dyn.npi == 20 and layout.leg == slice(19, 20) and len(dyn.leg_joints) == 12
+    tag = f"leg mass {len(contacts)}c{len(impulse)}i"
+    for scale in (0.93, 1.08):
+        check_fd(dyn, random_state(robot, rng), rng.normal(size=robot.nj), tag, pi=np.r_[PI, ACTUATOR_P, scale])
+
+
+def test_leg_mass_scale_multiplies_the_leg_bodies(robot):
+    """Free phase with k: the same acceleration as plain Pinocchio on a model whose 12 leg bodies have k times their
+    URDF mass and inertia (CoM unchanged), the trunk untouched; the shared model stays nominal."""
+    rng = np.random.default_rng(6)
+    dyn = PhaseDynamicsModel(robot, (), 0.01, layout=ParameterLayout(leg_mass=True))
+    x, u, k = random_state(robot, rng), rng.normal(size=robot.nj), 0.9
+    data = dyn.create_data()
+    dyn.calc(data, x, u, np.r_[PI, k])
+    model = robot.model.copy()
+    model.inertias[1] = pin.Inertia.FromDynamicParameters(robot.combined_pi(PI))
+    for j in range(2, model.njoints):
+        nom = robot.nominal_inertias[j]
+        model.inertias[j] = pin.Inertia(k * nom.mass, nom.lever, k * nom.inertia)
+    ref = pin.aba(model, model.createData(), x[: robot.nq], x[robot.nq :], np.r_[np.zeros(6), u])
+    np.testing.assert_allclose(data.a, ref, atol=1e-10)
+    assert robot.leg_joints == list(range(2, 14))
+    assert abs(robot.leg_mass - sum(robot.model.inertias[j].mass for j in range(2, 14))) < 1e-12
+    assert robot.model.inertias[2].mass == robot.nominal_inertias[2].mass  # the shared model is untouched
 
 
 @pytest.mark.parametrize("contacts, impulse, ref", PHASES + RESETS)

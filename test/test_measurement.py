@@ -12,6 +12,7 @@ import pytest
 from mcoe_ros.multibody.actuator import ActuatorModel, ParameterLayout
 from mcoe_ros.multibody.interval import IntervalModelCache, MultibodyIntervalData, MultibodyIntervalModel
 from mcoe_ros.multibody.measurements import (
+    ContactVelocity,
     ImuAngularVelocity,
     ImuLinearVelocity,
     ImuOrientation,
@@ -97,19 +98,23 @@ def check_interval_fd(model: MultibodyIntervalModel, x: np.ndarray, u: np.ndarra
 
 @pytest.mark.parametrize("contacts, impulse", [((), ()), (FEET[:2], ()), (FEET, FEET[2:])])
 def test_fd_with_biases_and_actuator_parameters(robot, contacts, impulse):
-    """pi = [payload, actuator (9), gyro bias, accelerometer bias]: every Rp column, the bias columns exactly -W."""
+    """pi = [payload, actuator (9), gyro bias, accelerometer bias, leg mass scale]: every Rp column (the leg scale's
+    through the acceleration and the post-impact foot velocity), the bias columns exactly -W."""
     rng = np.random.default_rng(300 + len(contacts) + 10 * len(impulse))
     act = ActuatorModel(robot)
-    layout = ParameterLayout(n_actuator=act.n_params, gyro_bias=True, acc_bias=True)
+    layout = ParameterLayout(n_actuator=act.n_params, gyro_bias=True, acc_bias=True, leg_mass=True)
     meas = [
         JointPosition(robot, std=0.01),
         ImuAngularVelocity(robot, std=0.02, bias=layout.gyro),
         ImuOrientation(robot, std=0.05),
         ImuSpecificForce(robot, std=0.1, bias=layout.acc),
+        ContactVelocity(robot, robot.foot_frame_ids[-1], std=0.01),
     ]
     model = MultibodyIntervalModel(robot, contacts, 0.01, meas, impulse, actuator=act, layout=layout)
-    assert model.npi == 25 and layout.gyro == slice(19, 22) and layout.acc == slice(22, 25)
-    pi = np.r_[PI, 0.8, 1.2, 1.5, 0.15, 0.2, 0.25, 0.008, 0.01, 0.012, 0.01, -0.02, 0.005, 0.05, -0.03, 0.1]
+    assert (
+        model.npi == 26 and layout.gyro == slice(19, 22) and layout.acc == slice(22, 25) and layout.leg == slice(25, 26)
+    )
+    pi = np.r_[PI, 0.8, 1.2, 1.5, 0.15, 0.2, 0.25, 0.008, 0.01, 0.012, 0.01, -0.02, 0.005, 0.05, -0.03, 0.1, 1.07]
     x = random_state(robot, rng)
     x[robot.nq + 6 :] *= 0.05
     global PI_CHECK

@@ -12,8 +12,8 @@ done), ``solve/odom`` and the payload topics at every solve. The JSON summary is
 config: it holds no wall-clock values (solve timings are printed, not stored).
 
 JSON keys: ``bag``, ``input_mode``, ``duration_s``, ``ticks``, ``held_ticks``, ``iterations_mean``,
-``samples`` (accepted/rejected/repaired counts by reason), ``imu_bias`` / ``actuator`` (identified values and
-standard deviations, when those models are enabled), ``payload`` (mass_kg, mass_std_kg, com_m,
+``samples`` (accepted/rejected/repaired counts by reason), ``imu_bias`` / ``actuator`` / ``leg_mass_deviation_kg``
+(identified values and standard deviations, when those models are enabled), ``payload`` (mass_kg, mass_std_kg, com_m,
 com_std_m, inertia_com_kgm2, inertia_std_kgm2, frame), and, when the bag has ground truth,
 ``ground_truth`` (mass_kg, com_m, inertia_com_kgm2), ``errors`` (mass_pct, com_m, inertia_rel_pct,
 ate_position_m, final_position_m, drift_per_m, orientation_rms_deg, path_length_m; of the solves' newest nodes), and
@@ -326,6 +326,8 @@ def _summary(bag: str, mode: str, feed, history, truth_payload, truth_odom, dura
     if last.actuator is not None:  # identified actuator parameters (actuator.enabled)
         names = est.parameters.actuator.parameter_names()
         out["actuator"] = {n: [float(v), float(d)] for n, v, d in zip(names, *last.actuator, strict=True)}
+    if last.leg_mass is not None:  # the legs' identified mass deviation from the URDF (payload.leg_mass.enabled)
+        out["leg_mass_deviation_kg"] = {"value": float(last.leg_mass[0]), "std": float(last.leg_mass[1])}
     errors = {}
     if truth_payload:
         t_last = last.t

@@ -1,8 +1,9 @@
 """Window knots -> estimation problem: the parameter vector, interval models per contact phase, inputs, initial
 guesses, shifts.
 
-Parameters theta = [body (10, inertial manifold) | actuator (n, log scale) | gyro bias (3) | accelerometer bias (3)]
-(:class:`EstimationParameters`, blocks as configured); pi = [payload (10) | the same Euclidean blocks]: with the
+Parameters theta = [body (10, inertial manifold) | actuator (n, log scale) | gyro bias (3) | accelerometer bias (3) |
+leg mass (1, log scale)] (:class:`EstimationParameters`, blocks as configured); pi = [payload (10) | the same blocks
+on their natural scale (the leg mass as the scale k = exp(theta) of the URDF legs)]: with the
 'combined' body the manifold maps theta to the whole trunk + payload and pi holds its difference to the URDF trunk.
 
 A knot's interval model is chosen by its contact set (with ``dynamics.model`` 'soft' every foot is a soft contact and
@@ -60,7 +61,11 @@ class EstimationParameters:
         pay, act, bias = config.payload, config.actuator, config.imu_bias
         self.actuator = ActuatorModel(robot, act.grouping, act.coulomb_smoothing) if act.enabled else None
         n_act = self.actuator.n_params if self.actuator else 0
-        self.layout = ParameterLayout(n_actuator=n_act, gyro_bias=bias.enabled, acc_bias=bias.enabled)
+        self.layout = ParameterLayout(
+            n_actuator=n_act, gyro_bias=bias.enabled, acc_bias=bias.enabled, leg_mass=pay.leg_mass.enabled
+        )
+        #: URDF mass of the bodies the leg mass scale multiplies, kg (the published deviation is (k - 1) of it)
+        self.leg_mass = robot.leg_mass
         body = make_parametrization(pay.parametrization)
         self.body_offset = robot.nominal_body_pi() if pay.body == "combined" else np.zeros(10)
         if pay.body == "combined":
@@ -82,6 +87,10 @@ class EstimationParameters:
             std += [np.full(3, bias.gyro_prior_std), np.full(3, bias.accelerometer_prior_std)]
             self.bias_indices = np.arange(self.layout.gyro.start, self.layout.acc.stop)
             self.bias_walk = np.r_[np.full(3, bias.gyro_random_walk**2), np.full(3, bias.accelerometer_random_walk**2)]
+        if pay.leg_mass.enabled:
+            parts.append(PositiveParameters(1))
+            mean.append(np.zeros(1))
+            std.append(np.array([pay.leg_mass.prior_sigma]))
         self.parametrization = StackedParametrization(parts)
         self.prior_theta = np.concatenate(mean)
         self.prior_info = np.diag(np.concatenate(std) ** -2.0)

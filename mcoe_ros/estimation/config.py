@@ -73,6 +73,23 @@ PAYLOAD_BODIES = ("combined", "payload")
 
 
 @dataclass(frozen=True)
+class LegMassConfig:
+    """A leg mass scale k estimated with the payload: the inertial parameters of every body but the payload's parent
+    (the legs) are k times the URDF's (:class:`mcoe_ros.multibody.actuator.ParameterLayout`), so a robot whose legs
+    are lighter or heavier than its URDF does not bias the payload. k = exp(theta) > 0 (always physically consistent),
+    prior theta ~ N(0, prior_sigma^2) (prior_sigma ~ the relative deviation at 1 sigma); windows with less than
+    ``min_swing`` swing knots, or whose swing legs move slower than ``min_swing_speed``, keep k
+    (:class:`mcoe_ros.estimation.excitation.LegMassGate`). Python solver only."""
+
+    enabled: bool = False
+    prior_sigma: float = 0.1  #: prior std of log k (about the legs' relative mass deviation at 1 sigma)
+    #: fraction of a window's knots with a foot in the air below which its solve keeps k (0: never freeze)
+    min_swing: float = 0.1
+    #: RMS joint speed of the legs flagged in the air below which a window's solve keeps k, rad/s (0: no check)
+    min_swing_speed: float = 1.3
+
+
+@dataclass(frozen=True)
 class PayloadConfig:
     """Payload estimator choice and prior (payload frame, see :mod:`mcoe_ros.multibody.inertia`).
 
@@ -92,6 +109,7 @@ class PayloadConfig:
     rls_window: float = 0.01  #: RLS: Savitzky-Golay window for the accelerations, s
     rls_alpha: float = 1.0  #: RLS: strength of the log-det regulariser
     rls_forgetting: float = 1.0  #: RLS: directional forgetting factor (1 = none)
+    leg_mass: LegMassConfig = field(default_factory=LegMassConfig)
 
     def __post_init__(self):
         if self.estimator not in PAYLOAD_ESTIMATORS:

@@ -45,6 +45,9 @@ class Estimate:
     actuator: tuple[np.ndarray, np.ndarray] | None = None
     #: IMU biases and their std ((6,), (6,)): gyro rad/s then accelerometer m/s^2, IMU frame; None if not estimated
     imu_bias: tuple[np.ndarray, np.ndarray] | None = None
+    #: the legs' identified mass deviation from the URDF and its std, kg ((k - 1) and std(k) times the URDF leg mass,
+    #: payload.leg_mass.enabled); None if not estimated
+    leg_mass: tuple[float, float] | None = None
 
     def is_finite(self) -> bool:
         arrays = (

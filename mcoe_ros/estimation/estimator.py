@@ -32,7 +32,7 @@ from mcoe_ros.estimation.calibration import ConsistencyScale
 from mcoe_ros.estimation.config import EstimatorConfig
 from mcoe_ros.estimation.diagnostics import OK, WARN, Diagnostics
 from mcoe_ros.estimation.estimate import Estimate
-from mcoe_ros.estimation.excitation import ActuatorGuard
+from mcoe_ros.estimation.excitation import ActuatorGuard, LegMassGate, leg_joint_indices
 from mcoe_ros.estimation.propagation import Odometry, Propagator, Rebase
 from mcoe_ros.estimation.samples import (
     InvalidSample,
@@ -143,6 +143,12 @@ class Estimator:
             upper = np.repeat([act.max_viscous, act.max_coulomb, act.max_rotor_inertia], n_groups)
             indices = np.arange(self.parameters.layout.actuator.start, self.parameters.layout.actuator.stop)
             self.actuator_guard = ActuatorGuard(indices, upper, act.min_excitation)
+        #: swing gate of the leg mass scale (None without it)
+        legs = self.parameters.layout.leg
+        self.leg_gate = None
+        if legs is not None:
+            lm = pay.leg_mass
+            self.leg_gate = LegMassGate(legs.start, lm.min_swing, lm.min_swing_speed, leg_joint_indices(robot))
         self.prior_theta_info = self.parameters.prior_info
         sol = config.solver
         self.options = SolverOptions(
@@ -435,10 +441,13 @@ class Estimator:
                 iterations = min(self._warmup_left, max(spread or self._warmup_left, iterations))
             elif rebuild:
                 iterations = max(iterations, REBUILD_ITERATIONS)
-            if self.actuator_guard is not None:
-                result = self.actuator_guard.solve(solver, knots, iterations)
-            else:
-                result = solver.solve(max_iter=iterations)
+
+            def run(solver=solver, knots=knots, iterations=iterations):
+                if self.actuator_guard is not None:
+                    return self.actuator_guard.solve(solver, knots, iterations)
+                return solver.solve(max_iter=iterations)
+
+            result = self.leg_gate.solve(solver, knots, run) if self.leg_gate is not None else run()
             if result.status == "stopped" or self.stop_event.is_set():
                 return None
             if cold or warming:
@@ -488,6 +497,8 @@ class Estimator:
         self.theta_info = np.linalg.pinv(est.theta_cov, rcond=1e-12, hermitian=True)
         if self.parameters.actuator is not None:  # the contact detector explains the joint torques the same way
             self.window.detector.set_actuator(self.parameters.actuator, result.pi[self.parameters.layout.actuator])
+        if self.parameters.layout.leg is not None:  # ... with the identified leg bodies
+            self.window.detector.set_leg_scale(float(result.pi[self.parameters.layout.leg][0]))
         self.last_good = est
         self.last_position = est.position.copy()
         self.last_status = "ok"
@@ -536,6 +547,7 @@ class Estimator:
             theta_cov=other.theta_cov,
             actuator=other.actuator,
             imu_bias=other.imu_bias,
+            leg_mass=other.leg_mass,
             source=other.source,
         )
 
@@ -605,6 +617,12 @@ class Estimator:
         if layout.gyro is not None:
             bias = slice(layout.gyro.start, layout.acc.stop)
             extra_blocks["imu_bias"] = (result.pi[bias].copy(), std[bias])
+        if layout.leg is not None:
+            m_legs = self.parameters.leg_mass
+            extra_blocks["leg_mass"] = (
+                (float(result.pi[layout.leg][0]) - 1.0) * m_legs,
+                float(std[layout.leg][0]) * m_legs,
+            )
         return Estimate(
             t=knot.t + (self.epoch or 0.0),
             position=x[:3].copy(),
@@ -635,6 +653,7 @@ class Estimator:
             combined_frame=robot.payload_parent_frame,
             actuator=extra_blocks.get("actuator"),
             imu_bias=extra_blocks.get("imu_bias"),
+            leg_mass=extra_blocks.get("leg_mass"),
         )
 
     @staticmethod
@@ -704,7 +723,8 @@ class Estimator:
         }
 
     def _parameter_values(self) -> dict[str, str]:
-        """The identified IMU biases and actuator parameters of the last good estimate (value ± std)."""
+        """The identified IMU biases, actuator parameters and leg mass deviation of the last good estimate (value ±
+        std)."""
         est, out = self.last_good, {}
         if est is None:
             return out
@@ -718,4 +738,7 @@ class Estimator:
             guard = self.actuator_guard
             out["actuator_frozen_solves"] = f"{guard.frozen} of {guard.solves}"
             out["actuator_excitation_rad_s"] = f"{guard.last_excitation:.3f}"
+        if est.leg_mass is not None:
+            out["leg_mass_deviation_kg"] = f"{est.leg_mass[0]:+.3f} ± {est.leg_mass[1]:.3f}"
+            out["leg_mass_frozen_solves"] = f"{self.leg_gate.frozen} of {self.leg_gate.solves}"
         return out

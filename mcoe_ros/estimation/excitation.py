@@ -48,6 +48,68 @@ def anchored(prior: ArrivalPrior, indices: np.ndarray, theta: np.ndarray, inform
     return ArrivalPrior(prior.x_bar.copy(), prior.theta_bar.copy(), hess, grad)
 
 
+def swing_fraction(knots: Sequence) -> float:
+    """Fraction of the knots with at least one foot out of contact (``knot.contacts``)."""
+    return float(np.mean([not all(k.contacts) for k in knots])) if len(knots) else 0.0
+
+
+def swing_speed(knots: Sequence, leg_joints: Sequence[Sequence[int]]) -> float:
+    """RMS (rad/s) of the measured velocities of the joints of the legs flagged out of contact, over the knots
+    (``leg_joints[i]``: joint indices, model order, of foot i's leg); 0 without any swing flag."""
+    dq = [k.joint.dq[leg_joints[i]] for k in knots for i, c in enumerate(k.contacts) if not c]
+    return float(np.sqrt(np.mean(np.square(dq)))) if dq else 0.0
+
+
+def leg_joint_indices(robot) -> list[list[int]]:
+    """Per foot (``robot.foot_frame_ids`` order) the actuated joints (model joint order) that carry it."""
+    out = []
+    for fid in robot.foot_frame_ids:
+        joint, cols = robot.model.frames[fid].parentJoint, []
+        while joint > 0:
+            idx = robot.model.joints[joint].idx_v - robot.nu_base
+            if idx >= 0 and robot.model.joints[joint].nv == 1:
+                cols.append(idx)
+            joint = robot.model.parents[joint]
+        out.append(sorted(cols))
+    return out
+
+
+class LegMassGate:
+    """Freezes the leg mass scale (theta index ``index``, log k) on windows with too few swing knots.
+
+    With every foot on the ground the legs' weight reaches the trunk's wrench through the (unmeasured) contact forces
+    almost like trunk mass does, so k and the trunk's mass trade off and any other torque or force residual moves
+    them (docs/realism.md, run 3); a swinging leg's joint torques see its own inertia and weight directly. Below
+    ``min_swing`` (fraction of knots with a foot in the air, :func:`swing_fraction`), or when the legs flagged in the
+    air move slower than ``min_swing_speed`` (:func:`swing_speed`, rad/s: a stance foot the detector wrongly flags
+    during a sway moves with the body, a real swing leg faster), the solve anchors log k at its current value like
+    :class:`ActuatorGuard`'s gate (solve only, never information). Counts ``frozen`` / ``solves``.
+    """
+
+    def __init__(self, index: int, min_swing: float, min_swing_speed: float, leg_joints: Sequence[Sequence[int]]):
+        self.index = np.array([index], dtype=int)
+        self.min_swing = float(min_swing)
+        self.min_swing_speed = float(min_swing_speed)
+        self.leg_joints = [list(j) for j in leg_joints]
+        self.frozen = 0
+        self.solves = 0
+
+    def solve(self, solver, knots: Sequence, run):
+        """``run()`` (the tick's solve on ``solver``) with log k anchored when ``knots`` have too little swing."""
+        self.solves += 1
+        swing = swing_fraction(knots) >= self.min_swing
+        if swing and (self.min_swing_speed <= 0.0 or swing_speed(knots, self.leg_joints) >= self.min_swing_speed):
+            return run()
+        self.frozen += 1
+        problem = solver.problem
+        original = problem.prior
+        problem.prior = anchored(original, self.index, solver.theta, FREEZE_INFORMATION)
+        try:
+            return run()
+        finally:
+            problem.prior = original
+
+
 class ActuatorGuard:
     """Runs a solve with the gate and bounds of the module docstring.
 

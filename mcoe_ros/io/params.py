@@ -250,6 +250,26 @@ _TABLE: tuple[Param, ...] = (
         "estimate trunk + payload as one body and report the difference to the URDF trunk, or a separate payload",
         ("combined", "payload"),
     ),
+    Param(
+        "payload.leg_mass.enabled",
+        "estimator.payload.leg_mass.enabled",
+        "estimate a leg mass scale (legs = k x URDF legs; Python solver only)",
+    ),
+    Param(
+        "payload.leg_mass.prior_sigma",
+        "estimator.payload.leg_mass.prior_sigma",
+        "prior std of the log of the leg mass scale (relative leg mass deviation at 1 sigma)",
+    ),
+    Param(
+        "payload.leg_mass.min_swing",
+        "estimator.payload.leg_mass.min_swing",
+        "fraction of a window's knots with a foot in the air below which its solve keeps the leg mass scale (0: never)",
+    ),
+    Param(
+        "payload.leg_mass.min_swing_speed",
+        "estimator.payload.leg_mass.min_swing_speed",
+        "RMS joint speed of the legs in the air below which a window's solve keeps the leg mass scale, rad/s (0: off)",
+    ),
     # actuator model
     Param("actuator.enabled", "estimator.actuator.enabled", "identify joint friction and rotor inertia"),
     Param(
@@ -405,6 +425,9 @@ _BOUNDS = {
     "payload.rls_window": POSITIVE,
     "payload.rls_alpha": NONNEGATIVE,
     "payload.rls_forgetting": (0.0, 1.0, False),
+    "payload.leg_mass.prior_sigma": POSITIVE,
+    "payload.leg_mass.min_swing": (0.0, 1.0, True),
+    "payload.leg_mass.min_swing_speed": NONNEGATIVE,
     "actuator.coulomb_smoothing": POSITIVE,
     "actuator.prior_viscous": POSITIVE,
     "actuator.prior_coulomb": POSITIVE,
@@ -491,6 +514,10 @@ def check_config(cfg: NodeConfig) -> NodeConfig:
         raise ConfigError("parameter 'solver.max_iterations_cold' must be >= solver.max_iterations")
     if cfg.estimator.dynamics.model == "soft" and cfg.estimator.actuator.enabled:
         raise ConfigError("parameter 'dynamics.model' 'soft' needs actuator.enabled false (no actuator model)")
+    if cfg.estimator.solver.backend == "compiled" and cfg.estimator.payload.leg_mass.enabled:
+        raise ConfigError("parameter 'payload.leg_mass.enabled' needs solver.backend auto or python (not compiled)")
+    if cfg.estimator.dynamics.model == "soft" and cfg.estimator.payload.leg_mass.enabled:
+        raise ConfigError("parameter 'dynamics.model' 'soft' needs payload.leg_mass.enabled false (no leg mass scale)")
     return cfg
 
 

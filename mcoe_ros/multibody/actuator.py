@@ -12,7 +12,10 @@ regressor columns dq_j, tanh(dq_j/eps) and a_j on the joints of each group (:met
 their derivatives follow the payload's (-(da/dtau) Y, see :mod:`mcoe_ros.multibody.dynamics`).
 
 :class:`ParameterLayout` places the blocks in the physical parameter vector pi of the interval models:
-``[payload body (10) | actuator (n) | gyro bias (3) | accelerometer bias (3)]`` (absent blocks take no room).
+``[payload body (10) | actuator (n) | gyro bias (3) | accelerometer bias (3) | leg mass scale (1)]`` (absent blocks take
+no room). The leg mass scale k > 0 multiplies the URDF inertial parameters of every body except the payload's parent
+(the legs of a quadruped): pi_j = k pi_j,URDF (mass, first moment and inertia together, so k > 0 keeps every leg body
+physically consistent; k - 1 is the legs' relative mass deviation, see :class:`mcoe_ros.multibody.dynamics`).
 """
 
 from __future__ import annotations
@@ -91,6 +94,7 @@ class ParameterLayout:
     n_actuator: int = 0  #: actuator parameters (ActuatorModel.n_params), 0 = no actuator model
     gyro_bias: bool = False  #: 3 gyro bias parameters (rad/s, IMU frame)
     acc_bias: bool = False  #: 3 accelerometer bias parameters (m/s^2, IMU frame)
+    leg_mass: bool = False  #: 1 leg mass scale k (dimensionless, legs' pi = k pi_URDF)
 
     @property
     def payload(self) -> slice:
@@ -111,5 +115,10 @@ class ParameterLayout:
         return slice(start, start + 3) if self.acc_bias else None
 
     @property
+    def leg(self) -> slice | None:
+        start = 10 + self.n_actuator + 3 * self.gyro_bias + 3 * self.acc_bias
+        return slice(start, start + 1) if self.leg_mass else None
+
+    @property
     def size(self) -> int:
-        return 10 + self.n_actuator + 3 * self.gyro_bias + 3 * self.acc_bias
+        return 10 + self.n_actuator + 3 * self.gyro_bias + 3 * self.acc_bias + int(self.leg_mass)

@@ -14,8 +14,8 @@ velocities, multiple-shooting rollout) and is tested against them on the same pr
   releases the GIL. Built from a Python :class:`EstimationProblem` (which is only read: models, prior, inputs).
 
 :func:`unsupported` names what the compiled path does not cover (Baumgarte gains, LOCAL_WORLD_ALIGNED contact
-frames, restitution, other measurement kinds, full process noise, non-multiple rollouts); callers fall back to the
-Python reference then.
+frames, restitution, other measurement kinds, full process noise, non-multiple rollouts, the leg mass scale); callers
+fall back to the Python reference then.
 """
 
 from __future__ import annotations
@@ -82,6 +82,8 @@ def unsupported(model: MultibodyIntervalModel) -> str | None:
     dyn = model.dynamics
     if isinstance(dyn, SoftPhaseDynamicsModel):
         return "soft-contact dynamics (Python reference only)"
+    if dyn.layout.leg_mass:
+        return "leg mass scale (payload.leg_mass, Python reference only)"
     if dyn.kp != 0.0 or dyn.kd != 0.0:
         return "Baumgarte gains"
     if dyn.reference_frame != pin.ReferenceFrame.LOCAL:

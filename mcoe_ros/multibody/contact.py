@@ -111,6 +111,16 @@ class ContactDetector:
         armature[self.robot.nu_base :] += actuator.rotor_inertia(params)
         self._actuator = (actuator, params, armature)
 
+    def set_leg_scale(self, scale: float) -> None:
+        """Use identified leg bodies: every body but the payload's parent gets ``scale`` times its URDF inertial
+        parameters (the estimator's leg mass scale, :class:`mcoe_ros.multibody.actuator.ParameterLayout`)."""
+        model = self.robot.model.copy()  # swapped in whole: the detector may run in another thread
+        model.armature[:] = self._model.armature
+        for j in self.robot.leg_joints:
+            nom = self.robot.nominal_inertias[j]
+            model.inertias[j] = pin.Inertia(scale * nom.mass, nom.lever, scale * nom.inertia)
+        self._model = model
+
     def forces_from_state(self, q: np.ndarray, v: np.ndarray, a: np.ndarray, tau: np.ndarray) -> np.ndarray:
         """Ground reaction forces (nfeet, 3), world axes, N, from a full state q (nq,), v (nv,), a (nv,) and the
         actuated-joint torques tau (nj,) (Pinocchio conventions; only the leg rows of the dynamics are used).

@@ -38,6 +38,12 @@ parameters with regressor Y_act (joint rows), so da/dp = -(da/dtau) Y_act like t
 dependence adds (da/dtau)(-dloss/dv) to da/dv; the rotor inertia enters the impulse map like the payload
 (Y_imp,act = I_r columns times (v+ - v)).
 
+Leg mass scale (``layout.leg_mass``): pi's last entry k multiplies the URDF parameters of every body but the payload's
+parent (``robot.leg_joints``): pi_legs(k) = k pi_legs,URDF. The inverse dynamics sum_j Y_j pi_j is linear in k with the
+regressor column y_leg = sum_legs Y_j pi_j,URDF, so da/dk = -(da/dtau) y_leg and dlambda/dk = -(dlambda/dtau) y_leg
+like the payload's, and the impulse map's column is -(I + ddq_dv / (1 + r)) M^-1 y_imp,leg with
+y_imp,leg = sum_legs (Y_j(q, 0, v+ - v) - Y_j(q, 0, 0)) pi_j,URDF.
+
 Derivatives: f_x via ``pin.computeConstraintDynamicsDerivatives`` / ``computeABADerivatives`` /
 ``computeImpulseDynamicsDerivatives`` chained with ``pin.dIntegrate``. f_pi (payload pi, 10 params in
 the payload-frame convention of :mod:`mcoe_ros.multibody.inertia`) from the joint-torque regressor of the
@@ -126,6 +132,12 @@ class PhaseDynamicsModel:
         self.regressor_cols = slice(cols, cols + 10)  #: payload parent-joint columns of the regressor
         self.payload_to_joint = robot.payload_to_joint.copy()
         self.nominal_pi = robot.nominal_inertias[robot.payload_joint].toDynamicParameters().copy()
+        #: leg mass scale: the scaled joints, their regressor columns and URDF parameters (stacked 10 per joint)
+        self.leg_joints = robot.leg_joints if layout.leg_mass else []
+        self.leg_cols = np.array([10 * (j - 1) + i for j in self.leg_joints for i in range(10)], dtype=int)
+        self.leg_nominal_pi = np.concatenate(
+            [robot.nominal_inertias[j].toDynamicParameters() for j in self.leg_joints] or [np.zeros(0)]
+        )
 
     def velocity_noise_covariance(
         self, data: PhaseDynamicsData, torque_std: np.ndarray, floor_std: float
@@ -161,12 +173,19 @@ class PhaseDynamicsModel:
         return PhaseDynamicsData(self)
 
     def set_payload(self, data: PhaseDynamicsData, pi: np.ndarray) -> None:
-        """Write parent body + payload (pi's payload block) and the rotor inertia (actuator block) into the data's
-        own pin.Model copy (robot.model untouched)."""
+        """Write parent body + payload (pi's payload block), the rotor inertia (actuator block) and the scaled leg
+        bodies (leg mass block) into the data's own pin.Model copy (robot.model untouched)."""
         if self.actuator is not None:
             data.p_act[:] = pi[self.layout.actuator]
             data.model.armature[self.nv - self.nj :] = self.nominal_armature[self.nv - self.nj :]
             data.model.armature[self.nv - self.nj :] += self.actuator.rotor_inertia(data.p_act)
+        if self.layout.leg_mass:
+            scale = float(pi[self.layout.leg][0])
+            if scale != data.leg_scale:
+                for i, j in enumerate(self.leg_joints):
+                    nominal = self.leg_nominal_pi[10 * i : 10 * i + 10]
+                    data.model.inertias[j] = pin.Inertia.FromDynamicParameters(scale * nominal)
+                data.leg_scale = scale
         if self.payload_on_universe:
             return
         np.dot(self.payload_to_joint, pi[:10], out=data.pi_joint)
@@ -246,13 +265,19 @@ class PhaseDynamicsModel:
             data.proj *= 1.0 / (1.0 + self.restitution)
             data.proj[np.diag_indices(nv)] += 1.0
             data.dvdyn_dx[:, nv:][np.diag_indices(nv)] += 1.0
-            if not self.payload_on_universe or self.actuator is not None:
+            legs = self.layout.leg
+            if not self.payload_on_universe or self.actuator is not None or legs is not None:
                 minv = pin.computeMinverse(model, data.aux, q)
-            if not self.payload_on_universe:
-                y1 = pin.computeJointTorqueRegressor(model, data.aux, q, data.zero_v, data.dv_imp(v))
-                data.y_imp[:] = y1[:, cols]
-                data.y_imp -= pin.computeJointTorqueRegressor(model, data.aux, q, data.zero_v, data.zero_v)[:, cols]
-                data.dvdyn_dpi[:, :10] = -data.proj @ (minv @ (data.y_imp @ A))
+            if not self.payload_on_universe or legs is not None:
+                y_imp = pin.computeJointTorqueRegressor(model, data.aux, q, data.zero_v, data.dv_imp(v)).copy()
+                y_imp -= pin.computeJointTorqueRegressor(model, data.aux, q, data.zero_v, data.zero_v)
+                if not self.payload_on_universe:
+                    data.y_imp[:] = y_imp[:, cols]
+                    data.dvdyn_dpi[:, :10] = -data.proj @ (minv @ (data.y_imp @ A))
+                if legs is not None:
+                    data.dvdyn_dpi[:, legs] = (
+                        -data.proj @ (minv @ (y_imp[:, self.leg_cols] @ self.leg_nominal_pi))[:, None]
+                    )
             if self.actuator is not None:  # rotor inertia in the impulse: M (v+ - v) = J^T Lambda
                 y_act = self.actuator.regressor(data.zero_v[nb:], data.dv_imp(v)[nb:])
                 data.dvdyn_dpi[:, act] = -data.proj @ (minv[:, nb:] @ y_act)
@@ -268,13 +293,21 @@ class PhaseDynamicsModel:
         data.da_dtau[:] = a_tau
         data.da_dpi[:] = 0.0
         data.dlam_dpi[:] = 0.0
+        legs = self.layout.leg
+        if not self.payload_on_universe or legs is not None:
+            y_all = pin.computeJointTorqueRegressor(model, data.aux, q, data.vdyn, data.a)
         if not self.payload_on_universe:
-            y = pin.computeJointTorqueRegressor(model, data.aux, q, data.vdyn, data.a)[:, cols] @ A
+            y = y_all[:, cols] @ A
             np.matmul(a_tau, y, out=data.da_dpi[:, :10])
             data.da_dpi[:, :10] *= -1.0
             if self.contacts:
                 np.matmul(pd.dlambda_dtau, y, out=data.dlam_dpi[:, :10])
                 data.dlam_dpi[:, :10] *= -1.0
+        if legs is not None:  # legs' pi = k pi_URDF: one regressor column
+            y_leg = y_all[:, self.leg_cols] @ self.leg_nominal_pi
+            data.da_dpi[:, legs.start] = -(a_tau @ y_leg)
+            if self.contacts:
+                data.dlam_dpi[:, legs.start] = -(pd.dlambda_dtau @ y_leg)
         if self.actuator is not None:
             # tau = u - loss(v+; p): the loss's velocity dependence and the parameters' regressor
             dloss = self.actuator.dloss_ddq(data.vdyn[nb:], data.p_act)
@@ -327,6 +360,7 @@ class PhaseDynamicsData:
         self.aux = self.model.createData()  #: regressor and M^-1
         self.pi_joint = np.zeros(10)
         self.p_act = np.zeros(dyn.layout.n_actuator)  #: actuator parameters of the last call
+        self.leg_scale = 1.0  #: leg mass scale written into ``model`` (the URDF's at creation)
         #: explicit world anchors (n_contacts, 3) in m, or None = current foot position (kp dropped)
         self.anchors: np.ndarray | None = None
         self.cmodels = dyn._constraint_models(self.model, dyn.contacts, 0.0)

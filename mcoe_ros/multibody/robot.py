@@ -184,6 +184,17 @@ class RobotModel:
         between an estimated whole body (parent + payload) and the payload."""
         return np.linalg.solve(self.payload_to_joint, self.nominal_inertias[self.payload_joint].toDynamicParameters())
 
+    @property
+    def leg_joints(self) -> list[int]:
+        """Joint ids of the bodies a leg mass scale multiplies: every body except the universe and the payload's
+        parent (on a quadruped whose payload frame is the trunk: the 12 leg bodies)."""
+        return [j for j in range(1, self.model.njoints) if j != self.payload_joint]
+
+    @property
+    def leg_mass(self) -> float:
+        """URDF mass of the :attr:`leg_joints` bodies, kg."""
+        return float(sum(self.nominal_inertias[j].mass for j in self.leg_joints))
+
     def combined_inertia(self, pi_payload: np.ndarray | None = None) -> pin.Inertia:
         """Parent body + payload as a pin.Inertia in the parent joint frame (what an MPC model needs)."""
         return pin.Inertia.FromDynamicParameters(self.combined_pi(pi_payload))

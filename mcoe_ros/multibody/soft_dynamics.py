@@ -54,6 +54,8 @@ class SoftPhaseDynamicsModel:
     ):
         if actuator is not None or (layout is not None and layout.n_actuator):
             raise ValueError("soft-contact dynamics: no actuator model (set actuator.enabled false)")
+        if layout is not None and layout.leg_mass:
+            raise ValueError("soft-contact dynamics: no leg mass parameter (set payload.leg_mass.enabled false)")
         self.layout = layout or ParameterLayout()
         self.implicit = ImplicitSoftContactModel(robot, dt, contact)
         for name in contacts:
