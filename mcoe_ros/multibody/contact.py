@@ -120,6 +120,8 @@ class ContactDetector:
             nom = self.robot.nominal_inertias[j]
             model.inertias[j] = pin.Inertia(scale * nom.mass, nom.lever, scale * nom.inertia)
         self._model = model
+        if scale != 1.0:  # the compiled estimate holds the URDF's legs: the reference computes the scaled ones
+            self._compiled = None
 
     def forces_from_state(self, q: np.ndarray, v: np.ndarray, a: np.ndarray, tau: np.ndarray) -> np.ndarray:
         """Ground reaction forces (nfeet, 3), world axes, N, from a full state q (nq,), v (nv,), a (nv,) and the
