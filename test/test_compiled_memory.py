@@ -101,7 +101,6 @@ def test_reused_data_equals_fresh_data(setup, phase):
             np.testing.assert_array_equal(getattr(used, name), getattr(fresh, name), err_msg=name)
 
 
-
 @pytest.mark.parametrize("phase", [((), ()), (FEET, ()), (FEET, FEET)], ids=["free", "4 feet", "impulse"])
 def test_reset_data_equals_fresh_data(setup, phase):
     """IntervalData.reset (the constructor's body) on a used data of the same model gives a fresh data's results bit
