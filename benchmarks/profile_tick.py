@@ -78,6 +78,11 @@ def run(seconds: float, backend: str, profile: cProfile.Profile | None) -> tuple
         if profile is not None:
             profile.disable()
         rec = dict(timer.current)
+        solver = estimator.solver
+        if isinstance(solver, compiled.CompiledSolver):  # the C++ phases inside solve / shift / covariance
+            for name, value in solver.timings.items():
+                rec[f"  C++ {name}"] = value
+            solver.reset_timings()
         rec["total"] = time.perf_counter() - t0
         rec["kind"] = "cold/rebuild" if cold or "builder.fresh_parts" in rec else "warm"
         rec["published"] = out is not None
@@ -102,8 +107,10 @@ def table(ticks: list[dict]) -> None:
         print("| phase | p50 (ms) | p99 (ms) | mean (ms) |")
         print("|---|---|---|---|")
         for lab in labels:
-            v = 1e3 * np.array([t.get(lab, 0.0) for t in sel])
-            print(f"| {lab} | {np.percentile(v, 50):.2f} | {np.percentile(v, 99):.2f} | {v.mean():.2f} |")
+            count = lab.endswith("knots_allocated")  # a count, not seconds
+            v = (1.0 if count else 1e3) * np.array([t.get(lab, 0.0) for t in sel])
+            name = f"{lab} (count)" if count else lab
+            print(f"| {name} | {np.percentile(v, 50):.2f} | {np.percentile(v, 99):.2f} | {v.mean():.2f} |")
     tot = 1e3 * np.array([t["total"] for t in ticks])
     print(
         f"\nall {len(ticks)} ticks: p50 {np.percentile(tot, 50):.1f} ms, p99 {np.percentile(tot, 99):.1f} ms, "

@@ -99,3 +99,29 @@ def test_reused_data_equals_fresh_data(setup, phase):
         names = ("xnext", "r", "Fx", "Fp", "Rx", "Rp") if diff else ("xnext", "r")
         for name in names:
             np.testing.assert_array_equal(getattr(used, name), getattr(fresh, name), err_msg=name)
+
+
+@pytest.mark.parametrize("phase", [((), ()), (FEET, ()), (FEET, FEET)], ids=["free", "4 feet", "impulse"])
+def test_reset_data_equals_fresh_data(setup, phase):
+    """IntervalData.reset (the constructor's body) on a used data of the same model gives a fresh data's results bit
+    for bit and keeps its pinocchio::Data (across contact sets it does not: Pinocchio keeps state in its Data)."""
+    robot, layout, cache, _ = setup
+    contacts, impulse = phase
+    model = cache[contacts, impulse, contacts]
+    cmodel = compiled.compiled_interval_model(model)
+    rng = np.random.default_rng(5)
+    used = cmodel.create_data()
+    for _ in range(2):
+        x, pi, used.u, used.z = _inputs(robot, layout, model, rng)
+        cmodel.calc_diff(used, x, pi)
+    held = used.pinocchio_datas
+    used.reset(cmodel)
+    assert used.pinocchio_datas == held
+    assert not np.any(used.u) and not np.any(used.Fx)
+    x, pi, u, z = _inputs(robot, layout, model, rng)
+    fresh = cmodel.create_data()
+    for d in (used, fresh):
+        d.u, d.z = u, z
+        cmodel.calc_diff(d, x, pi)
+    for name in ("xnext", "r", "Fx", "Fp", "Rx", "Rp"):
+        np.testing.assert_array_equal(getattr(used, name), getattr(fresh, name), err_msg=name)

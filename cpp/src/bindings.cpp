@@ -102,7 +102,9 @@ PYBIND11_MODULE(_mcoe, m) {
       .def_readonly("lam", &IntervalData::lam)
       .def_readonly("da_dtau", &IntervalData::da_dtau)
       .def_property_readonly("pinocchio_datas", &IntervalData::pinocchioDatas,
-                             "number of allocated pinocchio::Data this data holds");
+                             "number of allocated pinocchio::Data this data holds")
+      .def("reset", &IntervalData::reset, py::arg("model"),
+           "Every member but the pinocchio::Data to the model's fresh values (not a fresh data across contact sets).");
 
   py::class_<IntervalModel, std::shared_ptr<IntervalModel>>(m, "IntervalModel")
       .def(py::init([](const Robot& robot, const std::vector<int>& contacts, const std::vector<int>& impulse,
@@ -253,5 +255,21 @@ PYBIND11_MODULE(_mcoe, m) {
       .def_readonly("dw", &Solver::dw)
       .def("knot_data", [](Solver& s, int k) -> IntervalData& { return *s.knot(k).data; },
            py::return_value_policy::reference_internal)
-      .def("knot_W", [](const Solver& s, int k) { return s.knot(k).W; });
+      .def("knot_W", [](const Solver& s, int k) { return s.knot(k).W; })
+      .def_property(
+          "timings",
+          [](const Solver& s) {
+            const Timings& t = s.timings;
+            py::dict d;
+            d["linearize"] = t.linearize;
+            d["direction"] = t.direction;
+            d["line_search"] = t.line_search;
+            d["relinearize"] = t.relinearize;
+            d["shift"] = t.shift;
+            d["covariance"] = t.covariance;
+            d["knots_allocated"] = t.knots_allocated;
+            return d;
+          },
+          [](Solver& s, py::none) { s.timings = Timings(); },
+          "Wall time (s) per solver phase since the last reset (assign None to reset) and the knots allocated.");
 }

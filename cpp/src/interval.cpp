@@ -78,14 +78,27 @@ ConstraintModels IntervalModel::constraintModels(const PinModel& m, const std::v
 
 std::unique_ptr<IntervalData> IntervalModel::createData() const { return std::make_unique<IntervalData>(*this); }
 
-IntervalData::IntervalData(const IntervalModel& m)
-    : u(Vec::Zero(m.nu)), z(Vec::Zero(m.nz)), xnext(Vec::Zero(m.nx)), r(Vec::Zero(m.nr)),
-      Fx(Mat::Zero(m.ndx, m.ndx)), Fp(Mat::Zero(m.ndx, m.npi)), Rx(Mat::Zero(m.nr, m.ndx)),
-      Rp(Mat::Zero(m.nr, m.npi)), model(m.model), pdata(model), aux(model), settings(m.accuracy_, m.mu_, m.max_iter_), settings_imp(m.accuracy_, m.mu_, 1) {
+IntervalData::IntervalData(const IntervalModel& m) : model(m.model), pdata(model), aux(model) { reset(m); }
+
+void IntervalData::reset(const IntervalModel& m) {
   const int nv = m.nv, ndx = m.ndx, npi = m.npi;
+  // same robot: the assignments below keep the allocations (same sizes)
+  u = Vec::Zero(m.nu);
+  z = Vec::Zero(m.nz);
+  xnext = Vec::Zero(m.nx);
+  r = Vec::Zero(m.nr);
+  Fx = Mat::Zero(m.ndx, m.ndx);
+  Fp = Mat::Zero(m.ndx, m.npi);
+  Rx = Mat::Zero(m.nr, m.ndx);
+  Rp = Mat::Zero(m.nr, m.npi);
+  model = m.model;
+  settings = pinocchio::ProximalSettings(m.accuracy_, m.mu_, m.max_iter_);
+  settings_imp = pinocchio::ProximalSettings(m.accuracy_, m.mu_, 1);
   cmodels = m.constraintModels(model, m.contact_frames_);
   cmodels_imp = m.constraintModels(model, m.impulse_frames_);
-  if (!cmodels_imp.empty()) pdata_imp = PinData(model);
+  if (!cmodels_imp.empty() && pdata_imp.joints.empty()) pdata_imp = PinData(model);
+  cdatas.clear();
+  cdatas_imp.clear();
   for (auto& cm : cmodels) cdatas.emplace_back(cm);
   for (auto& cm : cmodels_imp) cdatas_imp.emplace_back(cm);
   if (!cmodels.empty()) pin::initConstraintDynamics(model, pdata, cmodels, cdatas);

@@ -84,6 +84,10 @@ class IntervalModel {
 class IntervalData {
  public:
   explicit IntervalData(const IntervalModel& m);
+  // every member but the pinocchio::Data (pdata, aux, pdata_imp / kin_acc if present) to m's fresh values (the
+  // constructor's body). Not a fresh data when the Data were used with another contact set: Pinocchio keeps state
+  // there (the results differ, test/test_compiled_memory.py), so the shift does not recycle data across phases
+  void reset(const IntervalModel& m);
   // inputs and results (as the Python IntervalData)
   Vec u, z, xnext, r;
   Mat Fx, Fp, Rx, Rp;

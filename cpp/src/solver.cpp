@@ -72,6 +72,113 @@ Mat pinvSym(const Mat& m, double rcond) {
   return es.eigenvectors() * inv.asDiagonal() * es.eigenvectors().transpose();
 }
 
+// Riccati sweep of the knots n-1..0 (the terminal knot's value function is in Vxx[n] ...). NV: the number of
+// velocities when known at compile time (the state tangent is 2 NV, the noise acts on the velocities only: B = G =
+// [0; I]), Eigen::Dynamic otherwise; theta's size stays dynamic. The workspace is sized once per sweep.
+template <int NV>
+void riccatiSweep(const std::vector<Knot>& knots, const std::vector<Vec>& ws, int nv, int nth, double reg,
+                  std::vector<Vec>& Vx, std::vector<Vec>& Vth, std::vector<Mat>& Vxx, std::vector<Mat>& Vxth,
+                  std::vector<Mat>& Vthth, std::vector<Vec>& kk, std::vector<Mat>& KK, std::vector<Mat>& PP) {
+  constexpr int NX = NV == Eigen::Dynamic ? Eigen::Dynamic : 2 * NV;
+  using Dyn = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic>;
+  using MatXX = Eigen::Matrix<double, NX, NX>;
+  using MatXV = Eigen::Matrix<double, NX, NV>;
+  using MatVV = Eigen::Matrix<double, NV, NV>;
+  using MatVX = Eigen::Matrix<double, NV, NX>;
+  using MatXT = Eigen::Matrix<double, NX, Eigen::Dynamic>;
+  using MatVT = Eigen::Matrix<double, NV, Eigen::Dynamic>;
+  using MatRX = Eigen::Matrix<double, Eigen::Dynamic, NX>;
+  using VecX = Eigen::Matrix<double, NX, 1>;
+  using VecV = Eigen::Matrix<double, NV, 1>;
+  const int nx = 2 * nv, n = static_cast<int>(knots.size()) - 1;
+  VecX vxp(nx), qx(nx);
+  VecV qw(nv), kv(nv);
+  Vec vthp(nth), qth(nth);
+  MatXX va(nx, nx), qxx(nx, nx);
+  MatXV qxw(nx, nv);
+  MatVV qww(nv, nv);
+  MatVX kx(nv, nx);
+  MatXT vxxc(nx, nth), vc(nx, nth), qxth(nx, nth);
+  MatVT qwth(nv, nth), pt(nv, nth);
+  Dyn cv(nth, nth), qthth(nth, nth);
+  Eigen::LLT<MatVV> llt(nv);
+  for (int k = n - 1; k >= 0; --k) {
+    const Knot& kn = knots[k];
+    const IntervalData& d = *kn.data;
+    const int nr = static_cast<int>(d.r.size());
+    const Eigen::Map<const MatXX> vxx(Vxx[k + 1].data(), nx, nx), A(kn.A.data(), nx, nx);
+    const Eigen::Map<const MatXT> vxth(Vxth[k + 1].data(), nx, nth), C(kn.C.data(), nx, nth);
+    const Eigen::Map<const MatRX> Rx(d.Rx.data(), nr, nx);
+    const Eigen::Map<const MatVV> W(kn.W.data(), nv, nv);
+    const Eigen::Map<const VecX> fbar(kn.fbar.data(), nx);
+    vxp = Eigen::Map<const VecX>(Vx[k + 1].data(), nx);
+    vxp.noalias() += vxx * fbar;
+    vthp = Vth[k + 1];
+    vthp.noalias() += vxth.transpose() * fbar;
+    va.noalias() = vxx * A;
+    vxxc.noalias() = vxx * C;
+    vc = vxth + vxxc;
+    qx.noalias() = Rx.transpose() * d.r;
+    qx.noalias() += A.transpose() * vxp;
+    qw.noalias() = W * ws[k];
+    qw += vxp.template segment<NV == Eigen::Dynamic ? Eigen::Dynamic : NV>(nv, nv);
+    qth.noalias() = kn.Rth.transpose() * d.r;
+    qth += vthp;
+    qth.noalias() += C.transpose() * vxp;
+    qxx.noalias() = Rx.transpose() * Rx;
+    qxx.noalias() += A.transpose() * va;
+    // A^T Vxx B = (Vxx A)^T's velocity columns (Vxx symmetric)
+    qxw = va.template bottomRows<NV == Eigen::Dynamic ? Eigen::Dynamic : NV>(nv).transpose();
+    qww = W + vxx.template bottomRightCorner<NV == Eigen::Dynamic ? Eigen::Dynamic : NV,
+                                             NV == Eigen::Dynamic ? Eigen::Dynamic : NV>(nv, nv);
+    qxth.noalias() = Rx.transpose() * kn.Rth;
+    qxth.noalias() += A.transpose() * vc;
+    qwth = vc.template bottomRows<NV == Eigen::Dynamic ? Eigen::Dynamic : NV>(nv);
+    cv.noalias() = C.transpose() * vxth;
+    qthth.noalias() = kn.Rth.transpose() * kn.Rth;
+    qthth += Vthth[k + 1] + cv + cv.transpose();
+    qthth.noalias() += C.transpose() * vxxc;
+    if (reg > 0.0) qww.diagonal().array() += reg;
+    llt.compute(qww);
+    if (llt.info() != Eigen::Success || !llt.matrixLLT().allFinite())
+      throw FactorizationError("Q_ww not positive definite");
+    kv = llt.solve(qw);
+    kx = llt.solve(qxw.transpose());
+    pt = llt.solve(qwth);
+    if (!kv.allFinite() || !kx.allFinite() || !pt.allFinite()) throw FactorizationError("non-finite policy");
+    kk[k] = kv;
+    KK[k] = kx;
+    PP[k] = pt;
+    Vx[k] = qx;
+    Vx[k].noalias() -= qxw * kv;
+    Vth[k] = qth;
+    Vth[k].noalias() -= qwth.transpose() * kv;
+    qxx.noalias() -= qxw * kx;
+    Eigen::Map<MatXX>(Vxx[k].data(), nx, nx) = 0.5 * (qxx + qxx.transpose());
+    Vxth[k] = qxth;
+    Vxth[k].noalias() -= qxw * pt;
+    qthth.noalias() -= qwth.transpose() * pt;
+    Vthth[k] = 0.5 * (qthth + qthth.transpose());
+  }
+}
+
+// h += J^T J for a symmetric h (only a triangle is computed, then mirrored)
+void addGram(Mat& h, const Mat& jac) {
+  h.selfadjointView<Eigen::Lower>().rankUpdate(jac.transpose());
+  h.triangularView<Eigen::StrictlyUpper>() = h.transpose();
+}
+
+// the inverse of a symmetric information matrix by Cholesky when it is well conditioned (reciprocal condition
+// estimate above 1e-9), else its pseudo-inverse with relative cut-off rcond (the same matrix up to rounding when both
+// apply: no eigenvalue is cut)
+Mat covariance(const Mat& info, double rcond) {
+  const Mat s = sym(info);
+  Eigen::LLT<Mat> llt(s);
+  if (llt.info() == Eigen::Success && llt.matrixLLT().allFinite() && llt.rcond() > 1e-9)
+    return llt.solve(Mat::Identity(s.rows(), s.cols()));
+  return pinvSym(s, rcond);
+}
+
 }  // namespace
 
 Solver::Solver(const Parametrization& param, const Options& opts) : options(opts), param_(param) {}
@@ -93,6 +200,7 @@ Knot Solver::makeKnot(const std::shared_ptr<const IntervalModel>& m, const Vec& 
   kn.model = m;
   kn.data = m->createData();
   kn.trial = m->createData();
+  ++timings.knots_allocated;
   kn.terminal = terminal;
   kn.W = terminal ? Mat(Mat::Identity(nv_, nv_)) : Mat(noise_info.asDiagonal());
   const int nth = param_.size();
@@ -287,61 +395,10 @@ void Solver::backwardPass(double reg) {
     Vxth_[n].noalias() = d.Rx.transpose() * t.Rth;
     Vthth_[n].noalias() = t.Rth.transpose() * t.Rth;
   }
-  Vec vxp(ndx_), vthp(nth), qx(ndx_), qw(nv), qth(nth);
-  Mat va(ndx_, ndx_), vc(ndx_, nth), qxx(ndx_, ndx_), qxw(ndx_, nv), qww(nv, nv), qxth(ndx_, nth),
-      qwth(nv, nth), cv(nth, nth), qthth(nth, nth), rhs(nv, 1 + ndx_ + nth), sol(nv, 1 + ndx_ + nth);
-  Eigen::LLT<Mat> llt(nv);
-  for (int k = n - 1; k >= 0; --k) {
-    const Knot& kn = knots_[k];
-    const IntervalData& d = *kn.data;
-    const Mat& vxx = Vxx_[k + 1];
-    const Mat& vxth = Vxth_[k + 1];
-    vxp = Vx_[k + 1];
-    vxp.noalias() += vxx * kn.fbar;
-    vthp = Vth_[k + 1];
-    vthp.noalias() += vxth.transpose() * kn.fbar;
-    va.noalias() = vxx * kn.A;
-    vc = vxth;
-    vc.noalias() += vxx * kn.C;
-    qx.noalias() = d.Rx.transpose() * d.r;
-    qx.noalias() += kn.A.transpose() * vxp;
-    qw.noalias() = kn.W * ws[k];
-    qw += vxp.tail(nv);
-    qth.noalias() = kn.Rth.transpose() * d.r;
-    qth += vthp;
-    qth.noalias() += kn.C.transpose() * vxp;
-    qxx.noalias() = d.Rx.transpose() * d.Rx;
-    qxx.noalias() += kn.A.transpose() * va;
-    qxw.noalias() = kn.A.transpose() * vxx.rightCols(nv);
-    qww = kn.W + vxx.bottomRightCorner(nv, nv);
-    qxth.noalias() = d.Rx.transpose() * kn.Rth;
-    qxth.noalias() += kn.A.transpose() * vc;
-    qwth = vc.bottomRows(nv);
-    cv.noalias() = kn.C.transpose() * vxth;
-    qthth.noalias() = kn.Rth.transpose() * kn.Rth;
-    qthth += Vthth_[k + 1] + cv + cv.transpose();
-    qthth.noalias() += kn.C.transpose() * (vxx * kn.C);
-    if (reg > 0.0) qww.diagonal().array() += reg;
-    cholesky(llt, qww, "Q_ww not positive definite");
-    rhs.col(0) = qw;
-    rhs.middleCols(1, ndx_) = qxw.transpose();
-    rhs.rightCols(nth) = qwth;
-    sol = llt.solve(rhs);
-    if (!sol.allFinite()) throw FactorizationError("non-finite policy");
-    k_[k] = sol.col(0);
-    K_[k] = sol.middleCols(1, ndx_);
-    P_[k] = sol.rightCols(nth);
-    Vx_[k] = qx;
-    Vx_[k].noalias() -= qxw * k_[k];
-    Vth_[k] = qth;
-    Vth_[k].noalias() -= qwth.transpose() * k_[k];
-    qxx.noalias() -= qxw * K_[k];
-    Vxx_[k] = sym(qxx);
-    Vxth_[k] = qxth;
-    Vxth_[k].noalias() -= qxw * P_[k];
-    qthth.noalias() -= qwth.transpose() * P_[k];
-    Vthth_[k] = sym(qthth);
-  }
+  if (nv == 18)  // the Go1 (and any 12-joint floating-base robot): fixed-size blocks
+    riccatiSweep<18>(knots_, ws, nv, nth, reg, Vx_, Vth_, Vxx_, Vxth_, Vthth_, k_, K_, P_);
+  else
+    riccatiSweep<Eigen::Dynamic>(knots_, ws, nv, nth, reg, Vx_, Vth_, Vxx_, Vxth_, Vthth_, k_, K_, P_);
 }
 
 void Solver::arrival(double reg, std::string& method) {
@@ -485,7 +542,9 @@ Result Solver::solve(int max_iter) {
   int it = 0;
   for (it = 0; it <= max_iter; ++it) {
     if (recalc) {
+      const auto tl = std::chrono::steady_clock::now();
       cost = calcDiff(it == 0);
+      (it == 0 ? timings.linearize : timings.relinearize) += elapsed(tl);
       if (it == 0 && o.refresh_noise) refreshNoise(cost);
       gap_l1 = 0.0;
       gap_inf = 0.0;
@@ -505,9 +564,12 @@ Result Solver::solve(int max_iter) {
     }
     double d1 = 0.0, d2 = 0.0;
     std::string method;
+    const auto td = std::chrono::steady_clock::now();
     try {
       computeDirection(reg, d1, d2, method);
+      timings.direction += elapsed(td);
     } catch (const FactorizationError&) {
+      timings.direction += elapsed(td);
       reg = std::max(reg * o.reg_factor, o.reg_base);
       res.log.push_back({it, cost, cost + nu * gap_l1, gap_l1, 0.0, reg, std::nan(""), elapsed(t0), "failed"});
       recalc = false;
@@ -539,6 +601,7 @@ Result Solver::solve(int max_iter) {
     for (const auto& h : hist) ref = std::max(ref, h.first + nu * h.second);
     double alpha = 1.0, c_try = 0.0, g_try = 0.0;
     bool accepted = false;
+    const auto ts = std::chrono::steady_clock::now();
     while (alpha >= o.alpha_min) {
       c_try = tryStep(alpha, g_try);
       const double m_try = c_try + nu * g_try;
@@ -549,6 +612,7 @@ Result Solver::solve(int max_iter) {
       }
       alpha *= 0.5;
     }
+    timings.line_search += elapsed(ts);
     res.log.push_back({it, cost, merit, gap_l1, accepted ? alpha : 0.0, reg, stop, elapsed(t0), method});
     if (accepted) {
       std::swap(xs, xs_try_);
@@ -623,7 +687,10 @@ void Solver::marginalizeKnot(const Knot& kn, const Vec& w, Mat& h, Vec& g) {
   mk_mw_.rightCols(nv).setIdentity();
   mk_m0_ = w - fbar.tail(nv);
   mk_m0_.noalias() -= avq * mk_t0_;
-  mk_lw_.noalias() = kn.W * mk_mw_;
+  if (kn.W.isDiagonal(0.0))  // constant velocity noise (no torque-noise model): the same sums without the zeros
+    mk_lw_.noalias() = kn.W.diagonal().asDiagonal() * mk_mw_;
+  else
+    mk_lw_.noalias() = kn.W * mk_mw_;
   mk_hy_.noalias() += mk_mw_.transpose() * mk_lw_;
   mk_gy_.noalias() += mk_lw_.transpose() * mk_m0_;
   // eliminate dx_S (Schur complement)
@@ -674,7 +741,7 @@ Prior Solver::marginalRecursion(int k, bool relinearize, bool store) {
     jr.resize(kn.data->r.size(), ndx_ + nth);
     jr.leftCols(ndx_) = kn.data->Rx;
     jr.rightCols(nth) = kn.Rth;
-    h.noalias() += jr.transpose() * jr;
+    addGram(h, jr);
     g.noalias() += jr.transpose() * kn.data->r;
     marginalizeKnot(kn, ws[j], h, g);
     if (store) {
@@ -687,6 +754,7 @@ Prior Solver::marginalRecursion(int k, bool relinearize, bool store) {
 }
 
 Mat Solver::terminalCovariance() {
+  const auto t0 = std::chrono::steady_clock::now();
   const int n = N(), nth = param_.size();
   // at the current linearisation; the marginals of every prefix are kept for the next shift
   const Prior p = marginalRecursion(n, false, true);
@@ -696,8 +764,10 @@ Mat Solver::terminalCovariance() {
   Mat jr(kn.data->r.size(), ndx_ + nth);
   jr.leftCols(ndx_) = kn.data->Rx;
   jr.rightCols(nth) = kn.Rth;
-  hess.noalias() += jr.transpose() * jr;
-  return pinvSym(hess, 1e-12);
+  addGram(hess, jr);
+  Mat cov = covariance(hess, 1e-12);
+  timings.covariance += elapsed(t0);
+  return cov;
 }
 
 double Solver::pinocchioFloor() {
@@ -728,6 +798,9 @@ void Solver::rolloutGuess(int start) {
     kn.model->calc(*kn.trial, xs[k], pi_try_);
     gw.tail(nv_) = ws[k];
     integrate(kn.trial->xnext, gw, xs[k + 1]);
+    // the trial holds calc() at (xs[k], pi(theta)), where the next solve linearises this knot: its data
+    std::swap(kn.data, kn.trial);
+    kn.forward_ready = true;
   }
 }
 
@@ -737,30 +810,38 @@ void Solver::shift(int k, const std::vector<std::shared_ptr<const IntervalModel>
   const int n_old = N();
   if (static_cast<int>(running.size()) != k || k <= 0 || k > n_old)
     throw std::invalid_argument("shift needs 0 < k <= N and k new models");
+  const auto t0 = std::chrono::steady_clock::now();
   // marginal prior from the solve's linearisation when it is the current one (no dynamics evaluation)
   Prior p = marginalPrior(k, !linearized_);
-  // recycle the dropped knots whose model matches
+  // recycle the dropped knots (k running + the old terminal) whose model matches (their data are used as they are:
+  // a used data of the same model gives a fresh one's results bit for bit); the others are allocated. (A data reset
+  // to another contact phase's model is not bit-identical to a fresh one: Pinocchio's Data keeps state across
+  // contact sets, test/test_compiled_memory.py.)
   std::vector<Knot> pool;
+  pool.reserve(k + 1);
   for (int j = 0; j < k; ++j) pool.push_back(std::move(knots_[j]));
   pool.push_back(std::move(knots_[n_old]));
-  std::vector<Knot> kept;
-  for (int j = k; j < n_old; ++j) kept.push_back(std::move(knots_[j]));
-  auto take = [&](const std::shared_ptr<const IntervalModel>& m, bool terminal_) {
-    for (size_t i = 0; i < pool.size(); ++i) {
-      if (pool[i].model == m) {
-        Knot kn = std::move(pool[i]);
-        pool.erase(pool.begin() + static_cast<long>(i));
-        kn.terminal = terminal_;
-        kn.linearized = kn.forward_ready = false;
-        kn.W = terminal_ ? Mat(Mat::Identity(nv_, nv_)) : Mat(noise_info.asDiagonal());
-        return kn;
-      }
+  std::vector<Knot> next;
+  next.reserve(n_old + 1);
+  for (int j = k; j < n_old; ++j) next.push_back(std::move(knots_[j]));
+  std::vector<bool> used(pool.size(), false);
+  for (int j = 0; j <= k; ++j) {
+    const bool terminal_ = j == k;
+    const auto& m = terminal_ ? terminal : running[j];
+    size_t i = 0;
+    while (i < pool.size() && (used[i] || pool[i].model != m)) ++i;
+    if (i == pool.size()) {
+      next.push_back(makeKnot(m, noise_info, terminal_));
+      continue;
     }
-    return makeKnot(m, noise_info, terminal_);
-  };
-  knots_ = std::move(kept);
-  for (int j = 0; j < k; ++j) knots_.push_back(take(running[j], false));
-  knots_.push_back(take(terminal, true));
+    used[i] = true;
+    Knot kn = std::move(pool[i]);
+    kn.terminal = terminal_;
+    kn.linearized = kn.forward_ready = false;
+    kn.W = terminal_ ? Mat(Mat::Identity(nv_, nv_)) : Mat(noise_info.asDiagonal());
+    next.push_back(std::move(kn));
+  }
+  knots_ = std::move(next);
   prior = p;
   for (int j = 0; j < k; ++j) setKnot(n_old - k + j, us[j], zs[j]);
   setKnot(N(), u_terminal, z_terminal);
@@ -776,6 +857,7 @@ void Solver::shift(int k, const std::vector<std::shared_ptr<const IntervalModel>
   // linearisation only evaluates the new ones
   linearized_ = false;
   marg_valid_ = false;
+  timings.shift += elapsed(t0);
 }
 
 }  // namespace mcoe

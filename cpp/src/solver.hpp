@@ -55,6 +55,17 @@ struct Result {
   Mat arrival_hessian;  // empty if no direction was computed
 };
 
+// wall time (s) of the solver's phases, accumulated until reset by the caller (profiling: benchmarks/profile_tick.py)
+struct Timings {
+  double linearize = 0.0;    // solve(): the first linearisation (knots a shift kept are not linearised again)
+  double direction = 0.0;    // Riccati backward pass + arrival + forward sweep
+  double line_search = 0.0;  // trial rollouts
+  double relinearize = 0.0;  // solve(): linearisations after accepted steps
+  double shift = 0.0;        // shift(): marginal prior, knot recycling, rollout of the new knots
+  double covariance = 0.0;   // terminalCovariance()
+  int knots_allocated = 0;   // knots whose interval data were allocated (problem set-up; a shift recycles)
+};
+
 struct Knot {
   std::shared_ptr<const IntervalModel> model;
   std::unique_ptr<IntervalData> data, trial;
@@ -90,6 +101,7 @@ class Solver {
   int ndx() const { return ndx_; }
   int nw() const { return nv_; }
   int ntheta() const { return param_.size(); }
+  Timings timings;
   Prior prior;  // read freely; change it with setPrior (the stored marginals depend on it)
   void setPrior(const Prior& p) { prior = p; marg_valid_ = false; }
   Options options;
@@ -112,10 +124,11 @@ class Solver {
              const std::shared_ptr<const IntervalModel>& terminal, const std::vector<Vec>& us,
              const std::vector<Vec>& zs, const Vec& u_terminal, const Vec& z_terminal, const Vec& noise_info);
   Prior marginalPrior(int k, bool relinearize);
+  // (ndx + ntheta)^2 over (dx_N, dtheta): inverse of the GN information (pseudo-inverse if ill-conditioned)
   Mat terminalCovariance();
   // seconds spent in the Pinocchio calls alone of one iteration at the current estimate (every knot's
   // linearisation + one line-search trial), summed over the knots on one thread: the floor of an iteration
-  double pinocchioFloor();  // (ndx + ntheta)^2 over (dx_N, dtheta), pseudo-inverse of the GN information
+  double pinocchioFloor();
 
   // ---- state and results
   std::vector<Vec> xs, ws;

@@ -463,6 +463,16 @@ class CompiledSolver:
     def nw(self) -> int:
         return self._cpp.nw
 
+    @property
+    def timings(self) -> dict[str, float]:
+        """Wall time (s) per C++ phase since the last :meth:`reset_timings`: linearize (first linearisation of a
+        solve), direction, line_search, relinearize (after accepted steps), shift, covariance; and knots_allocated
+        (knots whose interval data were allocated: problem set-up only, a shift recycles the dropped knots')."""
+        return dict(self._cpp.timings)
+
+    def reset_timings(self) -> None:
+        self._cpp.timings = None
+
     def marginal_prior(self, k: int, relinearize: bool = True) -> ArrivalPrior:
         """Prior on (x_k, theta) from marginalising knots 0..k-1 (see :meth:`MCOESolver.marginal_prior`)."""
         x_bar, theta_bar, hess, grad = self._cpp.marginal_prior(k, relinearize)
@@ -470,7 +480,8 @@ class CompiledSolver:
 
     def terminal_covariance(self) -> np.ndarray:
         """Covariance ((ndx + ntheta)^2) over (dx_N, dtheta): the GN marginal of the whole window at the last
-        linearisation (the estimator's newest-state and payload covariance), pseudo-inverse with rcond 1e-12."""
+        linearisation (the estimator's newest-state and payload covariance): the Cholesky inverse when well conditioned
+        (reciprocal condition estimate > 1e-9), else the pseudo-inverse with rcond 1e-12."""
         return np.array(self._cpp.terminal_covariance())
 
 
