@@ -175,6 +175,16 @@ _TABLE: tuple[Param, ...] = (
         "stance-foot zero-velocity pseudo-measurement (leg odometry), m/s",
     ),
     Param(
+        "noise.foot_height",
+        "estimator.noise.foot_height",
+        "flat-ground base-height pseudo-measurement (stance feet on dynamics.ground_height), m; 0 = off (stairs)",
+    ),
+    Param(
+        "noise.height_random_walk",
+        "estimator.noise.height_random_walk",
+        "leg-odometry height random walk between two windows (with noise.foot_height), m/sqrt(s)",
+    ),
+    Param(
         "noise.process_model",
         "estimator.noise.process_model",
         "process noise on the velocities only, or on positions and velocities",
@@ -332,7 +342,11 @@ _TABLE: tuple[Param, ...] = (
         "estimator.dynamics.soft_smoothing",
         "soft contact: softplus smoothing of the normal force, N",
     ),
-    Param("dynamics.ground_height", "estimator.dynamics.ground_height", "soft contact: ground height in odom, m"),
+    Param(
+        "dynamics.ground_height",
+        "estimator.dynamics.ground_height",
+        "ground height in odom (soft contact, base-height pseudo-measurement), m",
+    ),
     Param(
         "dynamics.newton_max_iterations",
         "estimator.dynamics.newton_max_iterations",
@@ -384,6 +398,8 @@ _BOUNDS = {
     **{f"noise.{n}": POSITIVE for n in ("foot_velocity", "process_position", "process_velocity")},
     **{f"noise.{n}": POSITIVE for n in ("arrival_position", "arrival_velocity")},
     "noise.joint_torque": NONNEGATIVE,
+    "noise.foot_height": NONNEGATIVE,
+    "noise.height_random_walk": NONNEGATIVE,
     "payload.prior_mass": POSITIVE,
     "payload.prior_com": (-10.0, 10.0, True),
     "payload.prior_inertia": POSITIVE,
