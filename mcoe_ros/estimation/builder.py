@@ -8,8 +8,9 @@ Parameters theta = [body (10, inertial manifold) | actuator (n, log scale) | gyr
 A knot's interval model is chosen by its contact set (with ``dynamics.model`` 'soft' every foot is a soft contact and
 there is no impulse map; the contact set then only selects the zero-velocity pseudo-measurements): stance feet are rigid
 point contacts, a foot that lands (in contact now, not at the previous knot) starts a reset interval with the impulse
-map applied to the whole new stance set (so feet already down stay still through the impact), and every stance foot that
-is not landing gets a zero-velocity pseudo-measurement (leg odometry). Inputs: u = joint torques, z = [q_j, v_j, gyro,
+map applied to the whole new stance set (so feet already down stay still through the impact), and every settled stance
+foot that is not landing (:meth:`mcoe_ros.multibody.contact.ContactDetector.settled`: loaded, and past its touch-down
+transient) gets a zero-velocity pseudo-measurement (leg odometry). Inputs: u = joint torques, z = [q_j, v_j, gyro,
 quat wxyz, acc, 0 (stance foot velocities)] (the layout of
 :func:`mcoe_ros.multibody.measurements.default_measurements`).
 """
@@ -184,8 +185,14 @@ class ProblemBuilder:
         self._mount = imu_mount(robot)
 
     # ---------------------------------------------------------------- models and inputs
-    def interval_model(self, contacts: Sequence[bool], prev_contacts: Sequence[bool] | None) -> MultibodyIntervalModel:
-        """Model of a knot with contact flags ``contacts`` after a knot with ``prev_contacts`` (None: no impulse)."""
+    def interval_model(
+        self,
+        contacts: Sequence[bool],
+        prev_contacts: Sequence[bool] | None,
+        settled: Sequence[bool] | None = None,
+    ) -> MultibodyIntervalModel:
+        """Model of a knot with contact flags ``contacts`` after a knot with ``prev_contacts`` (None: no impulse);
+        only the ``settled`` stance feet (None: all) get the zero-velocity pseudo-measurement."""
         feet = self.robot.foot_names
         stance = tuple(f for f, c in zip(feet, contacts, strict=True) if c)
         landing = (
@@ -193,7 +200,8 @@ class ProblemBuilder:
             if prev_contacts is None
             else tuple(f for f, c, p in zip(feet, contacts, prev_contacts, strict=True) if c and not p)
         )
-        measured = tuple(f for f in stance if f not in landing)
+        quiet = set(feet) if settled is None else {f for f, s in zip(feet, settled, strict=True) if s}
+        measured = tuple(f for f in stance if f not in landing and f in quiet)
         return self.models[stance, stance if landing and self.impulse else (), measured]
 
     def phase_models(
@@ -202,9 +210,9 @@ class ProblemBuilder:
         """Running models (one per interval) and the terminal model of a run of knots."""
         running = []
         for knot in knots[:-1]:
-            running.append(self.interval_model(knot.contacts, prev_contacts))
+            running.append(self.interval_model(knot.contacts, prev_contacts, knot.measured))
             prev_contacts = knot.contacts
-        return running, self.interval_model(knots[-1].contacts, None)
+        return running, self.interval_model(knots[-1].contacts, None, knots[-1].measured)
 
     @staticmethod
     def knot_inputs(knot: GridKnot, model: MultibodyIntervalModel) -> tuple[np.ndarray, np.ndarray]:

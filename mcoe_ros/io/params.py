@@ -377,6 +377,16 @@ _TABLE: tuple[Param, ...] = (
     Param("contact.force_off", "estimator.contact.force_off", "vertical ground reaction force to leave contact, N"),
     Param("contact.min_duration", "estimator.contact.min_duration", "a contact change must persist this long, s"),
     Param(
+        "contact.settle_force",
+        "estimator.contact.settle_force",
+        "vertical force above which a stance foot's zero-velocity pseudo-measurement is used, N",
+    ),
+    Param(
+        "contact.settle_time",
+        "estimator.contact.settle_time",
+        "time after touch-down before a stance foot's zero-velocity pseudo-measurement is used, s",
+    ),
+    Param(
         "contact.foot_force_threshold",
         "estimator.contact.foot_force_threshold",
         "raw foot-force threshold when input.use_foot_force is set",
@@ -429,6 +439,8 @@ _BOUNDS = {
     "contact.force_on": NONNEGATIVE,
     "contact.force_off": NONNEGATIVE,
     "contact.min_duration": NONNEGATIVE,
+    "contact.settle_force": NONNEGATIVE,
+    "contact.settle_time": NONNEGATIVE,
     "contact.foot_force_threshold": NONNEGATIVE,
 }
 PARAMETERS: tuple[Param, ...] = tuple(replace(p, bounds=_BOUNDS.get(p.name, ())) for p in _TABLE)
