@@ -14,10 +14,10 @@ imperfection alone) and prints, per case:
    quantity the estimator and the EKF assume to be zero-mean.
 2. **Localisation table**: final position error (3D, horizontal, vertical), ATE, drift % of the horizontal path,
    height RMS error, payload mass error, for the deployed estimator (OE), the OE with the simulator's contact flags
-   injected into its detector (:class:`CountingDetector` of ``benchmarks/contact_ablation.py``), the OE without the
-   ground-height pseudo-measurement (the estimator before this branch, ``noise.foot_height: 0``), and the IMU +
+   injected into its detector (:class:`TruthDetector`), the OE before this branch (``noise.foot_height: 0``,
+   ``contact.settle_force: 0``, ``contact.settle_time: 0``) and with one of the two changes, and the IMU +
    leg-kinematics EKF (:class:`mcoe_ros.estimation.leg_odometry.LegKinematicsEkf`) on the OE's grid knots with the
-   detected flags, the true flags, and with the ground-height update.
+   detected flags, the true flags, with the ground-height update and with the velocity update on settled feet.
 
 Errors are after the first-pose alignment of :func:`mcoe_ros.apps.evaluate.trajectory_errors` (translation and yaw);
 drift is the final 3D error over the horizontal path length of the trunk origin.
@@ -72,12 +72,18 @@ CASES = [
     rs.Case("trot", "5kg-off", "losses", 10.0),
 ]
 
+#: the two changes of this branch, off (their parameters' "off" values)
+NO_GROUND = {"noise.foot_height": 0.0}
+NO_SETTLE = {"contact.settle_force": 0.0, "contact.settle_time": 0.0}
+
 #: OE rows: (name, parameter overrides, inject the simulator's contact flags)
 OE_ROWS = [
-    ("OE (deployed)", {}, False),
-    ("OE, true contact flags", {}, True),
-    ("OE without ground height (before)", {"noise.foot_height": 0.0}, False),
-    ("OE without ground height, true flags", {"noise.foot_height": 0.0}, True),
+    ("OE (deployed: ground height + settled feet)", {}, False),
+    ("OE deployed, true contact flags", {}, True),
+    ("OE before (both off)", {**NO_GROUND, **NO_SETTLE}, False),
+    ("OE before, true contact flags", {**NO_GROUND, **NO_SETTLE}, True),
+    ("OE + ground height only", NO_SETTLE, False),
+    ("OE + settled feet only", NO_GROUND, False),
 ]
 
 
@@ -196,17 +202,20 @@ def knot_truth_flags(bag: dict, times: np.ndarray) -> np.ndarray:
 
 
 def run_ekfs(bag: dict, knots: list, epoch: float, est: Estimator, ground_std: float) -> dict:
-    """EKF rows on the OE's knots: detected flags, true flags, detected flags + ground height."""
+    """EKF rows on the OE's knots: detected flags, true flags, detected flags + ground height (+ the velocity update on
+    the settled feet only)."""
     times = np.array([k.t for k in knots]) + epoch
     detected = np.array([k.contacts for k in knots])
     truth = knot_truth_flags(bag, times)
     noise = est.config.noise
     p0 = truth_at(bag, times[0])[0]
     rows = {}
-    for name, flags, ground in (
-        ("EKF, detected flags", detected, 0.0),
-        ("EKF, true flags", truth, 0.0),
-        ("EKF + ground height, detected flags", detected, ground_std),
+    settled = np.array([k.measured for k in knots])
+    for name, flags, measured, ground in (
+        ("EKF, detected flags", detected, detected, 0.0),
+        ("EKF, true flags", truth, truth, 0.0),
+        ("EKF + ground height, detected flags", detected, detected, ground_std),
+        ("EKF + ground height + settled feet", detected, settled, ground_std),
     ):
         ekf = LegKinematicsEkf(
             est.robot,
@@ -220,7 +229,7 @@ def run_ekfs(bag: dict, knots: list, epoch: float, est: Estimator, ground_std: f
         for j in range(1, len(knots)):
             knot = knots[j]
             ekf.predict(est.dt, knot.imu.quat, knot.imu.gyro, knot.imu.acc)
-            ekf.update(knot.imu.quat, knot.imu.gyro, knot.joint.q, knot.joint.dq, tuple(flags[j]))
+            ekf.update(knot.imu.quat, knot.imu.gyro, knot.joint.q, knot.joint.dq, tuple(measured[j]))
             ekf.update_ground_height(knot.imu.quat, knot.joint.q, tuple(flags[j]))
             track.append((times[j], ekf.position, quat_xyzw(knot)))
         rows[name] = traj_metrics(track, bag)

@@ -35,8 +35,8 @@ class ContactConfig:
     foot_force_threshold: float = 20.0  #: raw sensor units
     #: N, vertical force above which a stance foot is settled (its zero-velocity pseudo-measurement is used); below
     #: it, while loading at touch-down and unloading before lift-off, the foot still slides and rolls
-    settle_force: float = 50.0
-    settle_time: float = 0.02  #: s, a stance foot is settled only this long after its touch-down
+    settle_force: float = 60.0
+    settle_time: float = 0.03  #: s, a stance foot is settled only this long after its touch-down
 
 
 class ContactDetector:
