@@ -15,7 +15,7 @@ imperfection alone) and prints, per case:
 2. **Localisation table**: final position error (3D, horizontal, vertical), ATE, drift % of the horizontal path,
    height RMS error, payload mass error, for the deployed estimator (OE), the OE with the simulator's contact flags
    injected into its detector (:class:`TruthDetector`), the OE before this branch (``noise.foot_height: 0``,
-   ``contact.settle_force: 0``, ``contact.settle_time: 0``) and with one of the two changes, and the IMU +
+   ``contact.settle_fraction: 0``, ``contact.settle_time: 0``) and with one of the two changes, and the IMU +
    leg-kinematics EKF (:class:`mcoe_ros.estimation.leg_odometry.LegKinematicsEkf`) on the OE's grid knots with the
    detected flags, the true flags, with the ground-height update and with the velocity update on settled feet.
 
@@ -74,7 +74,7 @@ CASES = [
 
 #: the two changes of this branch, off (their parameters' "off" values)
 NO_GROUND = {"noise.foot_height": 0.0}
-NO_SETTLE = {"contact.settle_force": 0.0, "contact.settle_time": 0.0}
+NO_SETTLE = {"contact.settle_fraction": 0.0, "contact.settle_time": 0.0}
 
 #: OE rows: (name, parameter overrides, inject the simulator's contact flags)
 OE_ROWS = [

@@ -161,17 +161,17 @@ def test_the_ekf_ground_update_removes_a_height_error():
 
 def test_settled_feet_wait_for_the_touch_down_transient_and_need_load():
     """A stance foot is settled (zero-velocity pseudo-measurement used) only settle_time after its flag turned on
-    and while its vertical force is at least settle_force; a lift-off resets it."""
+    and while its vertical force is at least settle_fraction of the stance feet's mean; a lift-off resets it."""
     from mcoe_ros.multibody.contact import ContactConfig, ContactDetector
     from mcoe_ros.multibody.robot import RobotModel
 
-    det = ContactDetector(RobotModel(), ContactConfig(settle_force=60.0, settle_time=0.03))
+    det = ContactDetector(RobotModel(), ContactConfig(settle_fraction=0.7, settle_time=0.03))
     forces = np.zeros((4, 3))
     forces[:, 2] = (100.0, 100.0, 30.0, 0.0)
     flags = np.array([True, True, True, False])
     out = [det.settled(0.002 * k, flags, forces) for k in range(20)]
     assert not out[0].any() and not out[14].any()  # within 30 ms of the touch-down
-    assert list(out[15]) == [True, True, False, False]  # 30 ms: loaded feet only (30 N is unloading)
+    assert list(out[15]) == [True, True, False, False]  # 30 ms: loaded feet only (30 N < 0.7 x the 76.7 N mean)
     flags[0] = False  # lift-off, then a new touch-down: the settling time starts again
     det.settled(0.040, flags, forces)
     flags[0] = True

@@ -377,9 +377,9 @@ _TABLE: tuple[Param, ...] = (
     Param("contact.force_off", "estimator.contact.force_off", "vertical ground reaction force to leave contact, N"),
     Param("contact.min_duration", "estimator.contact.min_duration", "a contact change must persist this long, s"),
     Param(
-        "contact.settle_force",
-        "estimator.contact.settle_force",
-        "vertical force above which a stance foot's zero-velocity pseudo-measurement is used, N",
+        "contact.settle_fraction",
+        "estimator.contact.settle_fraction",
+        "fraction of the stance feet's mean vertical force above which a foot's zero-velocity pseudo-measurement is used",
     ),
     Param(
         "contact.settle_time",
@@ -439,7 +439,7 @@ _BOUNDS = {
     "contact.force_on": NONNEGATIVE,
     "contact.force_off": NONNEGATIVE,
     "contact.min_duration": NONNEGATIVE,
-    "contact.settle_force": NONNEGATIVE,
+    "contact.settle_fraction": NONNEGATIVE,
     "contact.settle_time": NONNEGATIVE,
     "contact.foot_force_threshold": NONNEGATIVE,
 }
