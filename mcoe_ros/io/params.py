@@ -379,7 +379,7 @@ _TABLE: tuple[Param, ...] = (
     Param(
         "contact.settle_fraction",
         "estimator.contact.settle_fraction",
-        "fraction of the stance feet's mean vertical force above which a foot's zero-velocity pseudo-measurement is used",
+        "share of the stance feet's mean vertical force above which a foot's zero-velocity pseudo-measurement is used",
     ),
     Param(
         "contact.settle_time",

@@ -79,8 +79,9 @@ class ContactDetector:
     def settled(self, t: float, flags: np.ndarray, forces: np.ndarray) -> np.ndarray:
         """Which stance feet of ``flags`` (nfeet,) at time t (s) are settled: in contact for at least
         ``settle_time`` (since the flag turned on, as seen by the calls to this method) and loaded with a vertical
-        force (``forces`` (nfeet, 3), N) of at least ``settle_fraction`` times the stance feet's mean. Only settled feet get the zero-velocity
-        pseudo-measurement (``docs/localisation.md``: the feet slide and roll while loading and unloading)."""
+        force (``forces`` (nfeet, 3), N) of at least ``settle_fraction`` times the stance feet's mean. Only settled
+        feet get the zero-velocity pseudo-measurement (``docs/localisation.md``: the feet slide and roll while loading
+        and unloading)."""
         flags = np.asarray(flags, dtype=bool)
         since = self._stance_since
         since[~flags] = np.nan
