@@ -62,7 +62,8 @@ def _load(name: str):
 
 rs = _load("realism_suite")
 
-#: the cases: the suite's 3 s trot (its cached bag) and 10 s trots in place under each profile
+#: the cases: the suite's 3 s trot (its cached bag), 10 s trots in place under each profile, the suite's walk and
+#: trot forward
 CASES = [
     rs.Case("trot", "5kg-off", "real", 3.0),
     rs.Case("trot", "5kg-off", "real", 10.0),
@@ -70,6 +71,8 @@ CASES = [
     rs.Case("trot", "5kg-off", "feet", 10.0),
     rs.Case("trot", "5kg-off", "sensors", 10.0),
     rs.Case("trot", "5kg-off", "losses", 10.0),
+    rs.Case("walk", "5kg-off", "real", 4.0),
+    rs.Case("trot-forward", "3kg", "real", 3.0),
 ]
 
 #: the two changes of this branch, off (their parameters' "off" values)
