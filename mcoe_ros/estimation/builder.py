@@ -9,8 +9,9 @@ on their natural scale (the leg mass as the scale k = exp(theta) of the URDF leg
 A knot's interval model is chosen by its contact set (with ``dynamics.model`` 'soft' every foot is a soft contact and
 there is no impulse map; the contact set then only selects the zero-velocity pseudo-measurements): stance feet are rigid
 point contacts, a foot that lands (in contact now, not at the previous knot) starts a reset interval with the impulse
-map applied to the whole new stance set (so feet already down stay still through the impact), and every stance foot that
-is not landing gets a zero-velocity pseudo-measurement (leg odometry). Inputs: u = joint torques, z = [q_j, v_j, gyro,
+map applied to the whole new stance set (so feet already down stay still through the impact), and every settled stance
+foot that is not landing (:meth:`mcoe_ros.multibody.contact.ContactDetector.settled`: loaded, and past its touch-down
+transient) gets a zero-velocity pseudo-measurement (leg odometry). Inputs: u = joint torques, z = [q_j, v_j, gyro,
 quat wxyz, acc, 0 (stance foot velocities)] (the layout of
 :func:`mcoe_ros.multibody.measurements.default_measurements`).
 """
@@ -185,13 +186,22 @@ class ProblemBuilder:
                 np.full(nv, noise.process_position**-2.0), np.full(nv, noise.process_velocity**-2.0)
             ]
         self.robust = robust_cost(config.robust)
+        self.foot_height_std = noise.foot_height  #: m, 0 = no ground-height pseudo-measurement
+        self.height_walk = noise.height_random_walk  #: m/sqrt(s), leg-odometry height random walk
+        self.ground_height = config.dynamics.ground_height  #: m, odometry frame
         self.arrival_info = np.r_[np.full(nv, noise.arrival_position**-2.0), np.full(nv, noise.arrival_velocity**-2.0)]
         self._kin_data = robot.create_data()  # solve-thread scratch
         self._mount = imu_mount(robot)
 
     # ---------------------------------------------------------------- models and inputs
-    def interval_model(self, contacts: Sequence[bool], prev_contacts: Sequence[bool] | None) -> MultibodyIntervalModel:
-        """Model of a knot with contact flags ``contacts`` after a knot with ``prev_contacts`` (None: no impulse)."""
+    def interval_model(
+        self,
+        contacts: Sequence[bool],
+        prev_contacts: Sequence[bool] | None,
+        settled: Sequence[bool] | None = None,
+    ) -> MultibodyIntervalModel:
+        """Model of a knot with contact flags ``contacts`` after a knot with ``prev_contacts`` (None: no impulse);
+        only the ``settled`` stance feet (None: all) get the zero-velocity pseudo-measurement."""
         feet = self.robot.foot_names
         stance = tuple(f for f, c in zip(feet, contacts, strict=True) if c)
         landing = (
@@ -199,7 +209,8 @@ class ProblemBuilder:
             if prev_contacts is None
             else tuple(f for f, c, p in zip(feet, contacts, prev_contacts, strict=True) if c and not p)
         )
-        measured = tuple(f for f in stance if f not in landing)
+        quiet = set(feet) if settled is None else {f for f, s in zip(feet, settled, strict=True) if s}
+        measured = tuple(f for f in stance if f not in landing and f in quiet)
         return self.models[stance, stance if landing and self.impulse else (), measured]
 
     def phase_models(
@@ -208,9 +219,9 @@ class ProblemBuilder:
         """Running models (one per interval) and the terminal model of a run of knots."""
         running = []
         for knot in knots[:-1]:
-            running.append(self.interval_model(knot.contacts, prev_contacts))
+            running.append(self.interval_model(knot.contacts, prev_contacts, knot.measured))
             prev_contacts = knot.contacts
-        return running, self.interval_model(knots[-1].contacts, None)
+        return running, self.interval_model(knots[-1].contacts, None, knots[-1].measured)
 
     @staticmethod
     def knot_inputs(knot: GridKnot, model: MultibodyIntervalModel) -> tuple[np.ndarray, np.ndarray]:
@@ -294,7 +305,7 @@ class ProblemBuilder:
                 rot = pin.Quaternion(q[3], q[0], q[1], q[2]).toRotationMatrix()
                 x[:3], x[nq : nq + 3] = p, rot.T @ v
         running, terminal = self.phase_models(knots, None)
-        prior = self.arrival_prior(xs[0], theta, theta_info)
+        prior = self.with_ground_height(self.arrival_prior(xs[0], theta, theta_info), knots[0].contacts, 0.0)
         inputs = [self.knot_inputs(k, m) for k, m in zip(knots, [*running, terminal], strict=True)]
         return running, terminal, inputs, prior, xs
 
@@ -302,6 +313,53 @@ class ProblemBuilder:
         """The arrival prior of a problem built from scratch: x0 with the configured arrival information, the payload
         belief (theta, information), independent."""
         return ArrivalPrior.independent(x0, self.arrival_info, 2 * self.robot.nv, theta, theta_info)
+
+    def stance_height_offset(self, q: np.ndarray, contacts: Sequence[bool]) -> float:
+        """Mean height (m) of the stance feet's frames relative to the base origin, world axes, at configuration q
+        (nq,) (orientation and joints of q; the base position does not enter)."""
+        model, data = self.robot.model, self._kin_data
+        q = q.copy()
+        q[:3] = 0.0
+        pin.framesForwardKinematics(model, data, q)
+        feet = [f for f, c in zip(self.robot.foot_frame_ids, contacts, strict=True) if c]
+        return float(np.mean([data.oMf[f].translation[2] for f in feet]))
+
+    def with_ground_height(self, prior: ArrivalPrior, contacts: Sequence[bool], elapsed: float) -> ArrivalPrior:
+        """``prior`` after ``elapsed`` s of height random walk and a flat-ground base-height pseudo-measurement at its
+        arrival knot (``docs/localisation.md``); the prior unchanged when ``noise.foot_height`` is 0.
+
+        1. Random walk (``noise.height_random_walk`` σ_w, m/√s): the base height of the prior's mean gets variance
+           σ_w² ``elapsed`` along u, the tangent direction that moves the base origin vertically (u = R_WBᵀ e_z on the
+           base's local translation; Woodbury as :meth:`ArrivalPrior.with_parameter_noise`). Leg odometry's height
+           error grows with every step of soft feet (they sink into the ground and are still below their touch-down
+           height when the stance ends); without it the prior's height information, which only accumulates,
+           would soon outweigh every new ground measurement.
+        2. Ground (``noise.foot_height`` σ, m): with stance feet in ``contacts`` (model foot order), the base height
+           p_z = h_g − k, k = the mean height of the stance feet relative to the base at x̄_0 (orientation and joints,
+           a fixed value here), h_g = ``dynamics.ground_height``: r(e) = (p_z(x̄_0 ⊕ e) + k − h_g)/σ, linear in e
+           with J = uᵀ/σ; gradient += Jᵀ r_0, Hessian += Jᵀ J. Only the base height moves: no tilt, no joint, so
+           the IMU and encoders are not bent to level the feet."""
+        std = self.foot_height_std
+        if std <= 0.0:
+            return prior
+        nq = self.robot.nq
+        x_bar = prior.x_bar
+        quat = x_bar[3:7]
+        u = np.zeros(prior.hessian.shape[0])
+        u[:3] = pin.Quaternion(quat[3], quat[0], quat[1], quat[2]).toRotationMatrix()[2]  # R_WB^T e_z
+        hess, grad = prior.hessian, prior.gradient
+        variance = self.height_walk**2 * elapsed
+        if variance > 0.0:
+            hu = hess @ u
+            denom = 1.0 / variance + u @ hu
+            hess = hess - np.outer(hu, hu) / denom
+            grad = grad - hu * (u @ grad) / denom
+        if any(contacts):
+            r0 = (x_bar[2] + self.stance_height_offset(x_bar[:nq], contacts) - self.ground_height) / std
+            row = u / std
+            hess = hess + np.outer(row, row)
+            grad = grad + row * r0
+        return ArrivalPrior(x_bar, prior.theta_bar, hess, grad)
 
     def shift_arguments(self, knots: Sequence[GridKnot], k: int) -> tuple:
         """(running, terminal, inputs, terminal_input) for :meth:`mcoe_ros.ocp.solver.MCOESolver.shift` by the k

@@ -57,6 +57,11 @@ class NoiseConfig:
     orientation: float = 0.02  #: rad
     accelerometer: float = 0.3  #: m/s^2
     foot_velocity: float = 0.02  #: stance-foot zero-velocity pseudo-measurement, m/s
+    #: flat-ground base-height pseudo-measurement at the window's arrival knot (its stance feet on the ground plane
+    #: z = dynamics.ground_height), m; bounds the height drift of soft feet sinking into the ground; 0 = off (stairs,
+    #: slopes)
+    foot_height: float = 0.01
+    height_random_walk: float = 0.05  #: m/sqrt(s), leg-odometry height random walk (with foot_height > 0)
     process_model: str = "velocity"  #: one of PROCESS_NOISE_MODELS
     process_position: float = 1e-4  #: per grid step, m or rad (process_model 'full' only)
     process_velocity: float = 0.02  #: per grid step, m/s or rad/s

@@ -429,11 +429,14 @@ class Estimator:
                     prior = self.builder.arrival_prior(self.solver.xs[0], self.theta, self.theta_info)
                     self.solver.problem.prior = prior
                 par = self.parameters
+                prior = self.solver.problem.prior
                 if par.bias_indices.size:  # sensor-bias random walk over the dropped knots' time
-                    prior = self.solver.problem.prior
-                    self.solver.problem.prior = prior.with_parameter_noise(
-                        par.bias_indices, par.bias_walk * (new_knots * self.dt)
-                    )
+                    prior = prior.with_parameter_noise(par.bias_indices, par.bias_walk * (new_knots * self.dt))
+                # height random walk over the dropped knots' time, the new arrival knot's stance feet on the ground
+                # (once per knot: it leaves the window at the next shift)
+                if new_knots > 0 or warming:
+                    prior = self.builder.with_ground_height(prior, knots[0].contacts, new_knots * self.dt)
+                self.solver.problem.prior = prior
             solver = self.solver  # this tick's solver (reset_payload may drop self.solver meanwhile)
             iterations = self.options.max_iter
             spread = COLD_ITERATIONS_PER_TICK

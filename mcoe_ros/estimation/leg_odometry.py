@@ -38,6 +38,8 @@ class LegKinematicsEkf:
         p0_std: float = 1e-3,
         v0_std: float = 0.1,
         bias0_std: float = 0.05,
+        ground_height_std: float = 0.0,
+        ground_height: float = 0.0,
     ):
         self.robot = robot
         self.data = robot.create_data()
@@ -49,6 +51,8 @@ class LegKinematicsEkf:
         self.accel_var = accel_std**2
         self.bias_var = bias_walk_std**2
         self.foot_var = foot_velocity_std**2
+        self.ground_var = ground_height_std**2  #: 0: no ground-height update
+        self.ground_height = ground_height
         self.mount = imu_mount(robot)
         self.r_bi = self.mount[0]  #: IMU axes in the base frame
         self.q_base = robot.neutral()  # base at the identity: FK gives the feet in the base frame
@@ -105,11 +109,34 @@ class LegKinematicsEkf:
             self.P = (np.eye(9) - k @ h) @ self.P
             self.P = 0.5 * (self.P + self.P.T)
 
+    def update_ground_height(self, quat_wxyz, q_j, contacts) -> None:
+        """Flat-ground update (with ``ground_height_std`` > 0): each stance foot's frame is at z = ``ground_height``,
+        z_f = p_z + (R_WB p_f(q_j))_z, variance ``ground_height_std``²."""
+        if self.ground_var <= 0.0 or not any(contacts):
+            return
+        robot, data = self.robot, self.data
+        r_wb = base_motion(self.mount, quat_wxyz, np.zeros(3)).rotation
+        q = self.q_base.copy()
+        q[7:] = q_j
+        pin.framesForwardKinematics(robot.model, data, q)
+        h = np.zeros((1, 9))
+        h[0, 2] = 1.0
+        for fid, c in zip(robot.foot_frame_ids, contacts, strict=True):
+            if not c:
+                continue
+            z = self.x[2] + (r_wb @ data.oMf[fid].translation)[2]
+            s = h @ self.P @ h.T + self.ground_var
+            k = (self.P @ h.T) / s
+            self.x = self.x + (k * (self.ground_height - z))[:, 0]
+            self.P = (np.eye(9) - k @ h) @ self.P
+            self.P = 0.5 * (self.P + self.P.T)
+
     def step(self, knot, dt: float) -> None:
         """Predict over dt with a grid knot's IMU sample, then update with its stance feet
         (:class:`mcoe_ros.estimation.window.GridKnot`)."""
         self.predict(dt, knot.imu.quat, knot.imu.gyro, knot.imu.acc)
         self.update(knot.imu.quat, knot.imu.gyro, knot.joint.q, knot.joint.dq, knot.contacts)
+        self.update_ground_height(knot.imu.quat, knot.joint.q, knot.contacts)
 
     @property
     def position(self) -> np.ndarray:

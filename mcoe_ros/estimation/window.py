@@ -31,6 +31,13 @@ class GridKnot:
     imu: ImuSample
     contacts: tuple[bool, ...]
     forces: np.ndarray  #: estimated ground reaction forces (nfeet, 3), world axes, N
+    #: settled stance feet (their zero-velocity pseudo-measurement is used, ContactDetector.settled); None = contacts
+    settled: tuple[bool, ...] | None = None
+
+    @property
+    def measured(self) -> tuple[bool, ...]:
+        """The feet whose zero-velocity pseudo-measurement is used at this knot."""
+        return self.contacts if self.settled is None else self.settled
 
 
 class SlidingWindow:
@@ -103,8 +110,10 @@ class SlidingWindow:
             forces = self.detector.estimate_forces(
                 imu.quat, imu.gyro, imu.acc, joint.q, joint.dq, joint.tau, ddq, domega
             ).copy()
-            flags = tuple(bool(f) for f in self.detector.update(t, forces, self._foot_force))
-            self.knots.append(GridKnot(t, joint, imu, flags, forces))
+            raw = self.detector.update(t, forces, self._foot_force)
+            flags = tuple(bool(f) for f in raw)
+            settled = tuple(bool(f) for f in self.detector.settled(t, np.asarray(flags), forces))
+            self.knots.append(GridKnot(t, joint, imu, flags, forces, settled))
             self.n_created += 1
             created += 1
         return created

@@ -188,6 +188,16 @@ _TABLE: tuple[Param, ...] = (
         "stance-foot zero-velocity pseudo-measurement (leg odometry), m/s",
     ),
     Param(
+        "noise.foot_height",
+        "estimator.noise.foot_height",
+        "flat-ground base-height pseudo-measurement (stance feet on dynamics.ground_height), m; 0 = off (stairs)",
+    ),
+    Param(
+        "noise.height_random_walk",
+        "estimator.noise.height_random_walk",
+        "leg-odometry height random walk between two windows (with noise.foot_height), m/sqrt(s)",
+    ),
+    Param(
         "noise.process_model",
         "estimator.noise.process_model",
         "process noise on the velocities only, or on positions and velocities",
@@ -365,7 +375,11 @@ _TABLE: tuple[Param, ...] = (
         "estimator.dynamics.soft_smoothing",
         "soft contact: softplus smoothing of the normal force, N",
     ),
-    Param("dynamics.ground_height", "estimator.dynamics.ground_height", "soft contact: ground height in odom, m"),
+    Param(
+        "dynamics.ground_height",
+        "estimator.dynamics.ground_height",
+        "ground height in odom (soft contact, base-height pseudo-measurement), m",
+    ),
     Param(
         "dynamics.newton_max_iterations",
         "estimator.dynamics.newton_max_iterations",
@@ -396,6 +410,16 @@ _TABLE: tuple[Param, ...] = (
     Param("contact.force_off", "estimator.contact.force_off", "vertical ground reaction force to leave contact, N"),
     Param("contact.min_duration", "estimator.contact.min_duration", "a contact change must persist this long, s"),
     Param(
+        "contact.settle_fraction",
+        "estimator.contact.settle_fraction",
+        "share of the stance feet's mean vertical force above which a foot's zero-velocity pseudo-measurement is used",
+    ),
+    Param(
+        "contact.settle_time",
+        "estimator.contact.settle_time",
+        "time after touch-down before a stance foot's zero-velocity pseudo-measurement is used, s",
+    ),
+    Param(
         "contact.foot_force_threshold",
         "estimator.contact.foot_force_threshold",
         "raw foot-force threshold when input.use_foot_force is set",
@@ -418,6 +442,8 @@ _BOUNDS = {
     **{f"noise.{n}": POSITIVE for n in ("foot_velocity", "process_position", "process_velocity")},
     **{f"noise.{n}": POSITIVE for n in ("arrival_position", "arrival_velocity")},
     "noise.joint_torque": NONNEGATIVE,
+    "noise.foot_height": NONNEGATIVE,
+    "noise.height_random_walk": NONNEGATIVE,
     "payload.prior_mass": POSITIVE,
     "payload.prior_com": (-10.0, 10.0, True),
     "payload.prior_inertia": POSITIVE,
@@ -450,6 +476,8 @@ _BOUNDS = {
     "contact.force_on": NONNEGATIVE,
     "contact.force_off": NONNEGATIVE,
     "contact.min_duration": NONNEGATIVE,
+    "contact.settle_fraction": NONNEGATIVE,
+    "contact.settle_time": NONNEGATIVE,
     "contact.foot_force_threshold": NONNEGATIVE,
 }
 PARAMETERS: tuple[Param, ...] = tuple(replace(p, bounds=_BOUNDS.get(p.name, ())) for p in _TABLE)

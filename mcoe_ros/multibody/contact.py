@@ -9,7 +9,9 @@ the robot from the ground, in world axes. The base motion in (v, a) comes from t
 angular accelerations are optional but matter: without them a swinging leg's inertia reads as up to
 +-10 N of ground force on the Go1, with them (backward differences, as the sliding window passes) about +-4 N,
 which allows the low thresholds that catch a touch-down early. A foot is in contact when the vertical force
-stays above ``force_on`` for ``min_duration`` and leaves it when it stays below ``force_off`` as long.
+stays above ``force_on`` for ``min_duration`` and leaves it when it stays below ``force_off`` as long. A stance foot is
+*settled* (:meth:`ContactDetector.settled`: its zero-velocity pseudo-measurement is used) from ``settle_time`` after
+its touch-down while its vertical force is at least ``settle_fraction`` of the stance feet's mean.
 Raw foot-force sensors (uncalibrated on the Go1, sometimes zero) are only an optional extra cue.
 """
 
@@ -37,6 +39,11 @@ class ContactConfig:
     min_duration: float = 0.002  #: s, a new state must persist this long
     use_foot_force: bool = False  #: also require the raw foot-force cue
     foot_force_threshold: float = 20.0  #: raw sensor units
+    #: fraction of the stance feet's mean vertical force above which a stance foot is settled (its zero-velocity
+    #: pseudo-measurement is used); below it, while loading at touch-down and unloading before lift-off, the foot
+    #: still slides and rolls (relative, so that a standing robot's evenly loaded feet are all settled)
+    settle_fraction: float = 0.7
+    settle_time: float = 0.03  #: s, a stance foot is settled only this long after its touch-down
 
 
 class ContactDetector:
@@ -53,6 +60,7 @@ class ContactDetector:
         nf = len(robot.foot_frame_ids)
         self.flags = np.zeros(nf, dtype=bool)
         self._pending_since = np.full(nf, np.nan)
+        self._stance_since = np.full(nf, np.nan)  #: time each foot's contact flag turned on (settled)
         self.forces = np.zeros((nf, 3))
         # columns of each foot's leg: the actuated joints that support the foot frame
         self._leg_cols = []
@@ -83,6 +91,22 @@ class ContactDetector:
     def reset(self) -> None:
         self.flags[:] = False
         self._pending_since[:] = np.nan
+        self._stance_since[:] = np.nan
+
+    def settled(self, t: float, flags: np.ndarray, forces: np.ndarray) -> np.ndarray:
+        """Which stance feet of ``flags`` (nfeet,) at time t (s) are settled: in contact for at least
+        ``settle_time`` (since the flag turned on, as seen by the calls to this method) and loaded with a vertical
+        force (``forces`` (nfeet, 3), N) of at least ``settle_fraction`` times the stance feet's mean. Only settled
+        feet get the zero-velocity pseudo-measurement (``docs/localisation.md``: the feet slide and roll while loading
+        and unloading)."""
+        flags = np.asarray(flags, dtype=bool)
+        since = self._stance_since
+        since[~flags] = np.nan
+        since[flags & np.isnan(since)] = t
+        cfg = self.config
+        fz = forces[:, 2]
+        mean = float(fz[flags].mean()) if flags.any() else 0.0
+        return flags & (t - since >= cfg.settle_time - 1e-9) & (fz >= cfg.settle_fraction * mean)
 
     def estimate_forces(self, quat_wxyz, gyro, acc, qj, dqj, tau, ddqj=None, domega_imu=None) -> np.ndarray:
         """Ground reaction forces (nfeet, 3) on the robot, world axes, N, from one IMU sample (IMU frame: quaternion

@@ -1,0 +1,366 @@
+"""Localisation through a trot (issue 14, item 4): the ablation that names the cause of the trot drift, and the fix.
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/trot_localisation.py [--keep DIR] [--only NAMES] [--json OUT]
+
+Simulates (or reuses, with ``--keep``) trot-in-place recordings of ``benchmarks/realism_suite.py``'s profiles (5 kg
+off-centre payload, seed 7: ``real`` = Go1-like noise, IMU biases, actuator losses and soft round feet on a soft
+floor; ``clean`` = perfect robot, point feet; ``feet`` = soft feet alone; ``sensors`` / ``losses`` = one
+imperfection alone) and prints, per case:
+
+1. **Stance-foot kinematics against the truth** (ground-truth contact flags of the simulator, true base pose): how
+   far the foot's frame (the centre of the foot sphere) sinks below its touch-down height during a stance and where
+   it is when the stance ends (force below the simulator's 1 N), and the bias of the stance-foot base-velocity
+   pseudo-measurement (the leg-kinematics velocity minus the true base velocity, mean over stance knots) -- the
+   quantity the estimator and the EKF assume to be zero-mean.
+2. **Localisation table**: final position error (3D, horizontal, vertical), ATE, drift % of the horizontal path,
+   height RMS error, payload mass error, for the deployed estimator (OE), the OE with the simulator's contact flags
+   injected into its detector (:class:`TruthDetector`), the OE before this branch (``noise.foot_height: 0``,
+   ``contact.settle_fraction: 0``, ``contact.settle_time: 0``) and with one of the two changes, and the IMU +
+   leg-kinematics EKF (:class:`mcoe_ros.estimation.leg_odometry.LegKinematicsEkf`) on the OE's grid knots with the
+   detected flags, the true flags, with the ground-height update and with the velocity update on settled feet.
+
+Errors are after the first-pose alignment of :func:`mcoe_ros.apps.evaluate.trajectory_errors` (translation and yaw);
+drift is the final 3D error over the horizontal path length of the trunk origin.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pinocchio as pin
+
+from mcoe_ros.apps.evaluate import trajectory_errors
+from mcoe_ros.estimation.estimator import Estimator
+from mcoe_ros.estimation.leg_odometry import LegKinematicsEkf
+from mcoe_ros.io.bag import iter_messages, time_ns_of
+from mcoe_ros.io.feed import SensorFeed
+from mcoe_ros.io.params import node_config
+from mcoe_ros.multibody.contact import ContactDetector
+from mcoe_ros.multibody.robot import RobotModel
+from mcoe_ros.testing.datasets import load_bag
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _load(name: str):
+    """A sibling benchmark script as a module (benchmarks is no package)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+rs = _load("realism_suite")
+
+#: the cases: the suite's 3 s trot (its cached bag), 10 s trots in place under each profile, the suite's walk and
+#: trot forward
+CASES = [
+    rs.Case("trot", "5kg-off", "real", 3.0),
+    rs.Case("trot", "5kg-off", "real", 10.0),
+    rs.Case("trot", "5kg-off", "clean", 10.0),
+    rs.Case("trot", "5kg-off", "feet", 10.0),
+    rs.Case("trot", "5kg-off", "sensors", 10.0),
+    rs.Case("trot", "5kg-off", "losses", 10.0),
+    rs.Case("walk", "5kg-off", "real", 4.0),
+    rs.Case("trot-forward", "3kg", "real", 3.0),
+]
+
+#: the two changes of this branch, off (their parameters' "off" values)
+NO_GROUND = {"noise.foot_height": 0.0}
+NO_SETTLE = {"contact.settle_fraction": 0.0, "contact.settle_time": 0.0}
+
+#: OE rows: (name, parameter overrides, inject the simulator's contact flags)
+OE_ROWS = [
+    ("OE (deployed: ground height + settled feet)", {}, False),
+    ("OE deployed, true contact flags", {}, True),
+    ("OE before (both off)", {**NO_GROUND, **NO_SETTLE}, False),
+    ("OE before, true contact flags", {**NO_GROUND, **NO_SETTLE}, True),
+    ("OE + ground height only", NO_SETTLE, False),
+    ("OE + settled feet only", NO_GROUND, False),
+]
+
+
+class TruthDetector(ContactDetector):
+    """The deployed detector (forces still estimated) that counts its disagreement with the simulator's flags and,
+    if asked, outputs those flags instead of its own."""
+
+    def __init__(self, robot: RobotModel, config, truth_t: list, truth_flags: list, use_truth: bool):
+        super().__init__(robot, config)
+        self.truth_t, self.truth_flags, self.use_truth = truth_t, truth_flags, use_truth
+        self.epoch = 0.0  #: the estimator's time epoch (knot times are relative to it)
+        self.disagree = [0, 0]
+
+    def update(self, t, forces, foot_force=None):
+        flags = super().update(t, forces, foot_force)
+        i = max(0, bisect.bisect_right(self.truth_t, t + self.epoch + 1e-9) - 1)
+        truth = self.truth_flags[i]
+        self.disagree[0] += int((flags != truth).sum())
+        self.disagree[1] += flags.size
+        if self.use_truth:
+            self.flags[:] = truth
+            return truth.copy()
+        return flags
+
+
+def read_bag(path: str) -> dict:
+    """Series (ground-truth flags), truth (odometry with world-frame velocity), payload and the flags' times."""
+    series, _ = load_bag(path)
+    pi_true, odom, t0 = rs.read_truth(path)
+    vel = []
+    for _, _, msg in iter_messages(path, ["ground_truth/odom"]):
+        o, tw = msg.pose.pose.orientation, msg.twist.twist.linear
+        rot = pin.Quaternion(o.w, o.x, o.y, o.z).toRotationMatrix()
+        vel.append((time_ns_of(msg.header.stamp) * 1e-9, rot @ np.array([tw.x, tw.y, tw.z])))
+    gt_t, gt_flags = [], []
+    for _, t_ns, msg in iter_messages(path, ["ground_truth/contacts"]):
+        gt_t.append(t_ns * 1e-9)
+        gt_flags.append(np.array(msg.data, dtype=bool))
+    return dict(series=series, pi_true=pi_true, odom=odom, t0=t0, vel=vel, gt_t=gt_t, gt_flags=gt_flags)
+
+
+def truth_at(bag: dict, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(position (3,), quat xyzw (4,), world velocity (3,)) of the truth sample nearest to absolute time t."""
+    times = [o[0] for o in bag["odom"]]
+    i = int(np.clip(np.searchsorted(times, t), 0, len(times) - 1))
+    return bag["odom"][i][1], bag["odom"][i][2], bag["vel"][i][1]
+
+
+def traj_metrics(estimates: list, bag: dict) -> dict:
+    """Final error (3D, horizontal, vertical), ATE, drift % of the horizontal path, height RMS (cm / %)."""
+    odom = bag["odom"]
+    traj = trajectory_errors(estimates, odom)
+    if not traj:
+        return {}
+    times = np.array([o[0] for o in odom])
+    pairs = [(e, odom[int(np.clip(np.searchsorted(times, e[0]), 0, len(odom) - 1))]) for e in estimates]
+    pairs = [(e, o) for e, o in pairs if abs(o[0] - e[0]) < 0.01]
+    (_, pe0, qe0), (_, p0, q0) = pairs[0]
+    dyaw = rs_yaw(q0) - rs_yaw(qe0)
+    c, s = np.cos(dyaw), np.sin(dyaw)
+    rz = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+    err = np.array([rz @ (pe - pe0) + p0 - p for (_, pe, _), (_, p, _) in pairs])
+    path = np.array([p for _, (_, p, _) in pairs])
+    xy_len = float(np.sum(np.linalg.norm(np.diff(path[:, :2], axis=0), axis=1)))
+    return {
+        "final_cm": 100.0 * float(np.linalg.norm(err[-1])),
+        "final_xy_cm": 100.0 * float(np.linalg.norm(err[-1, :2])),
+        "final_z_cm": 100.0 * float(err[-1, 2]),
+        "ate_cm": 100.0 * traj["ate_position_m"],
+        "height_rms_cm": 100.0 * float(np.sqrt(np.mean(err[:, 2] ** 2))),
+        "drift_pct": 100.0 * float(np.linalg.norm(err[-1])) / xy_len if xy_len > 0.05 else None,
+        "path_xy_m": xy_len,
+        "duration_s": float(pairs[-1][0][0] - pairs[0][0][0]),
+    }
+
+
+def rs_yaw(q_xyzw) -> float:
+    x, y, z, w = q_xyzw
+    return float(np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z)))
+
+
+def run_oe(bag: dict, overrides: dict, truth_flags: bool, with_ekf: bool) -> dict:
+    """The estimator on the bag's series (optionally with the simulator's flags); with the EKF rows on its knots."""
+    config = node_config(overrides)
+    robot = RobotModel(config.estimator.robot)
+    detector = TruthDetector(robot, config.estimator.contact, bag["gt_t"], bag["gt_flags"], truth_flags)
+    est = Estimator(config.estimator, detector=detector)
+    feed = SensorFeed(config, est)
+    series, t0 = bag["series"], bag["t0"]
+    history, knots, seen = [], [], 0
+    wall = time.perf_counter()
+    for k in range(len(series)):
+        feed.sample(t0 + float(series.t[k]), series.q[k], series.dq[k], series.tau[k], *series.imu(k))
+        detector.epoch = est.epoch or 0.0
+        history.extend(feed.poll())
+        new = est.window.n_created - seen
+        seen = est.window.n_created
+        if with_ekf and new > 0:
+            knots.extend(list(est.window.knots)[-new:])
+    good = [e for e in history if e.source != "hold"] or history
+    out = traj_metrics([(e.t, e.position, e.quat_xyzw) for e in history], bag)
+    if good:
+        m_true = bag["pi_true"][0]
+        out["mass_pct"] = 100.0 * abs(good[-1].payload_pi[0] - m_true) / abs(m_true)
+    out["flags_disagree_pct"] = 100.0 * detector.disagree[0] / max(detector.disagree[1], 1)
+    out["held"] = len(history) - len([e for e in history if e.source != "hold"])
+    out["wall_s"] = time.perf_counter() - wall
+    if with_ekf:
+        out["_knots"] = (knots, est.epoch or 0.0, est)
+    return out
+
+
+def knot_truth_flags(bag: dict, times: np.ndarray) -> np.ndarray:
+    idx = [max(0, bisect.bisect_right(bag["gt_t"], t + 1e-9) - 1) for t in times]
+    return np.array([bag["gt_flags"][i] for i in idx])
+
+
+def run_ekfs(bag: dict, knots: list, epoch: float, est: Estimator, ground_std: float) -> dict:
+    """EKF rows on the OE's knots: detected flags, true flags, detected flags + ground height (+ the velocity update on
+    the settled feet only)."""
+    times = np.array([k.t for k in knots]) + epoch
+    detected = np.array([k.contacts for k in knots])
+    truth = knot_truth_flags(bag, times)
+    noise = est.config.noise
+    p0 = truth_at(bag, times[0])[0]
+    rows = {}
+    settled = np.array([k.measured for k in knots])
+    for name, flags, measured, ground in (
+        ("EKF, detected flags", detected, detected, 0.0),
+        ("EKF, true flags", truth, truth, 0.0),
+        ("EKF + ground height, detected flags", detected, detected, ground_std),
+        ("EKF + ground height + settled feet", detected, settled, ground_std),
+    ):
+        ekf = LegKinematicsEkf(
+            est.robot,
+            p0,
+            accel_std=noise.accelerometer,
+            foot_velocity_std=noise.foot_velocity,
+            ground_height_std=ground,
+            ground_height=p0[2] - est.builder.standing_height(knots[0]) if ground else 0.0,
+        )
+        track = [(times[0], ekf.position, quat_xyzw(knots[0]))]
+        for j in range(1, len(knots)):
+            knot = knots[j]
+            ekf.predict(est.dt, knot.imu.quat, knot.imu.gyro, knot.imu.acc)
+            ekf.update(knot.imu.quat, knot.imu.gyro, knot.joint.q, knot.joint.dq, tuple(measured[j]))
+            ekf.update_ground_height(knot.imu.quat, knot.joint.q, tuple(flags[j]))
+            track.append((times[j], ekf.position, quat_xyzw(knot)))
+        rows[name] = traj_metrics(track, bag)
+    return rows
+
+
+def quat_xyzw(knot) -> np.ndarray:
+    w, x, y, z = knot.imu.quat
+    return np.array([x, y, z, w])
+
+
+def stance_kinematics(bag: dict, knots: list, epoch: float, robot: RobotModel) -> dict:
+    """Foot sinking and the stance-foot velocity pseudo-measurement's bias, on the simulator's flags and true base
+    pose (see the module docstring); lengths in mm, velocities in mm/s."""
+    times = np.array([k.t for k in knots]) + epoch
+    flags = knot_truth_flags(bag, times)
+    data = robot.create_data()
+    nf = len(robot.foot_frame_ids)
+    foot_z = np.zeros((len(knots), nf))
+    vel_err = np.zeros((len(knots), nf, 3))
+    ekf = LegKinematicsEkf(robot, np.zeros(3))
+    for j, knot in enumerate(knots):
+        p, q, v = truth_at(bag, times[j])
+        x = robot.neutral()
+        x[:3], x[3:7], x[7:] = p, q, knot.joint.q
+        pin.framesForwardKinematics(robot.model, data, x)
+        foot_z[j] = [data.oMf[f].translation[2] for f in robot.foot_frame_ids]
+        vel_err[j] = np.array(ekf.foot_velocities(knot.imu.quat, knot.imu.gyro, knot.joint.q, knot.joint.dq, (1,) * nf))
+        vel_err[j] -= v
+    sink, at_lo = [], []
+    for f in range(nf):
+        c = flags[:, f]
+        on = np.flatnonzero(c & ~np.r_[False, c[:-1]])
+        off = np.flatnonzero(c & ~np.r_[c[1:], False])
+        for s, e in zip(on, off, strict=True):
+            if s == 0 or e == len(c) - 1:  # stances cut by the recording's ends
+                continue
+            sink.append(foot_z[s, f] - foot_z[s : e + 1, f].min())
+            at_lo.append(foot_z[s, f] - foot_z[e, f])
+    stance = vel_err[flags]
+    bias = stance.mean(axis=0)
+    return {
+        "stances": len(sink),
+        "sink_mm": 1e3 * float(np.mean(sink)) if sink else None,
+        "below_td_at_lo_mm": 1e3 * float(np.mean(at_lo)) if at_lo else None,
+        "vel_bias_xy_mm_s": 1e3 * float(np.linalg.norm(bias[:2])),
+        "vel_bias_z_mm_s": 1e3 * float(bias[2]),
+        "vel_rms_mm_s": 1e3 * float(np.sqrt(np.mean(np.sum(stance**2, axis=1)))),
+    }
+
+
+def fmt(v, spec=".2f") -> str:
+    return "n/a" if v is None else format(v, spec)
+
+
+def render(results: dict) -> str:
+    lines = [
+        "### Stance-foot kinematics against the truth (simulator flags, true base pose)",
+        "",
+        "| case | stances | foot sinking below touch-down mm | still below touch-down at lift-off mm | "
+        "velocity pseudo-measurement bias xy / z mm/s | its RMS mm/s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, res in results.items():
+        k = res.get("kinematics")
+        if not k:
+            continue
+        lines.append(
+            f"| {name} | {k['stances']} | {fmt(k['sink_mm'], '.1f')} | {fmt(k['below_td_at_lo_mm'], '.1f')} | "
+            f"{k['vel_bias_xy_mm_s']:.1f} / {k['vel_bias_z_mm_s']:+.1f} | {k['vel_rms_mm_s']:.0f} |"
+        )
+    lines += [
+        "",
+        "### Localisation",
+        "",
+        "| case | method | final error cm (xy / z) | ATE cm | drift % of xy path | height RMS cm | mass error % | "
+        "flags vs truth % |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, res in results.items():
+        for method, r in res["rows"].items():
+            if not r:
+                lines.append(f"| {name} | {method} | failed | | | | | |")
+                continue
+            lines.append(
+                f"| {name} | {method} | {r['final_cm']:.2f} ({r['final_xy_cm']:.2f} / {r['final_z_cm']:+.2f}) | "
+                f"{r['ate_cm']:.2f} | {fmt(r['drift_pct'], '.1f')} | {r['height_rms_cm']:.2f} | "
+                f"{fmt(r.get('mass_pct'))} | {fmt(r.get('flags_disagree_pct'), '.1f')} |"
+            )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--keep", default="", help="write/reuse the simulated bags in this directory")
+    ap.add_argument("--only", default="", help="comma-separated case names (substring match)")
+    ap.add_argument("--rows", default="", help="comma-separated OE row names to run (substring match; default all)")
+    ap.add_argument("--json", default="", help="write the results as JSON")
+    args = ap.parse_args()
+    cases = [c for c in CASES if not args.only or any(s in c.name for s in args.only.split(","))]
+    rows = [r for r in OE_ROWS if not args.rows or any(s in r[0] for s in args.rows.split(","))]
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = args.keep or tmp
+        os.makedirs(root, exist_ok=True)
+        for case in cases:
+            bag = read_bag(rs.make_case_bag(case, root))
+            res = {"rows": {}}
+            for i, (name, overrides, truth) in enumerate(rows):
+                out = run_oe(bag, overrides, truth, with_ekf=i == 0)
+                if "_knots" in out:
+                    knots, epoch, est = out.pop("_knots")
+                    res["kinematics"] = stance_kinematics(bag, knots, epoch, est.robot)
+                    ekf_rows = run_ekfs(bag, knots, epoch, est, est.config.noise.foot_height or 0.01)
+                res["rows"][name] = out
+                print(f"{case.name} {name}: {json.dumps(out, default=float)}", flush=True)
+            if rows and rows[0] is OE_ROWS[0]:
+                res["rows"].update(ekf_rows)
+            results[case.name] = res
+            if args.json:
+                with open(args.json, "w", encoding="utf-8") as fh:
+                    json.dump(results, fh, indent=1, default=float)
+    print()
+    print(render(results))
+    uptime = subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
+    print(f"\n`uptime`: {uptime}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
