@@ -13,7 +13,6 @@ share of the payload error on impact-rich gaits.
 from __future__ import annotations
 
 import argparse
-import bisect
 import os
 import time
 
@@ -23,33 +22,11 @@ from mcoe_ros.estimation.estimator import Estimator
 from mcoe_ros.io.bag import iter_messages
 from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.io.params import NodeConfig
-from mcoe_ros.multibody.contact import ContactDetector
 from mcoe_ros.multibody.inertia import pi_about_com
 from mcoe_ros.multibody.robot import RobotModel
+from mcoe_ros.testing.contacts import TruthDetector
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-class CountingDetector(ContactDetector):
-    """The deployed detector that also counts its disagreement with the ground truth and, if asked, outputs the
-    ground-truth flags instead of its own (forces are still estimated, for the window's diagnostics)."""
-
-    def __init__(self, robot: RobotModel, truth_t: list, truth_flags: list, use_truth: bool):
-        super().__init__(robot)
-        self.truth_t, self.truth_flags, self.use_truth = truth_t, truth_flags, use_truth
-        self.epoch = 0.0  #: the estimator's time epoch (knot times are relative to it)
-        self.disagree = [0, 0]
-
-    def update(self, t, forces, foot_force=None):
-        flags = super().update(t, forces, foot_force)
-        i = max(0, bisect.bisect_right(self.truth_t, t + self.epoch) - 1)
-        truth = self.truth_flags[i]
-        self.disagree[0] += int((flags != truth).sum())
-        self.disagree[1] += flags.size
-        if self.use_truth:
-            self.flags[:] = truth
-            return truth.copy()
-        return flags
 
 
 def run(bag: str, end: float, ground_truth: bool) -> dict:
@@ -58,7 +35,7 @@ def run(bag: str, end: float, ground_truth: bool) -> dict:
     for _topic, t_ns, msg in iter_messages(bag, ["ground_truth/contacts"]):
         gt_t.append(t_ns * 1e-9)
         gt_flags.append(np.array(msg.data, dtype=bool))
-    detector = CountingDetector(RobotModel(config.estimator.robot), gt_t, gt_flags, ground_truth)
+    detector = TruthDetector(RobotModel(config.estimator.robot), gt_t, gt_flags, ground_truth)
     feed = SensorFeed(config, Estimator(config.estimator, detector=detector))
     history, t0 = [], None
     wall = time.perf_counter()

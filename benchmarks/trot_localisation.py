@@ -44,8 +44,8 @@ from mcoe_ros.estimation.leg_odometry import LegKinematicsEkf
 from mcoe_ros.io.bag import iter_messages, time_ns_of
 from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.io.params import node_config
-from mcoe_ros.multibody.contact import ContactDetector
 from mcoe_ros.multibody.robot import RobotModel
+from mcoe_ros.testing.contacts import TruthDetector
 from mcoe_ros.testing.datasets import load_bag
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -88,28 +88,6 @@ OE_ROWS = [
     ("OE + ground height only", NO_SETTLE, False),
     ("OE + settled feet only", NO_GROUND, False),
 ]
-
-
-class TruthDetector(ContactDetector):
-    """The deployed detector (forces still estimated) that counts its disagreement with the simulator's flags and,
-    if asked, outputs those flags instead of its own."""
-
-    def __init__(self, robot: RobotModel, config, truth_t: list, truth_flags: list, use_truth: bool):
-        super().__init__(robot, config)
-        self.truth_t, self.truth_flags, self.use_truth = truth_t, truth_flags, use_truth
-        self.epoch = 0.0  #: the estimator's time epoch (knot times are relative to it)
-        self.disagree = [0, 0]
-
-    def update(self, t, forces, foot_force=None):
-        flags = super().update(t, forces, foot_force)
-        i = max(0, bisect.bisect_right(self.truth_t, t + self.epoch + 1e-9) - 1)
-        truth = self.truth_flags[i]
-        self.disagree[0] += int((flags != truth).sum())
-        self.disagree[1] += flags.size
-        if self.use_truth:
-            self.flags[:] = truth
-            return truth.copy()
-        return flags
 
 
 def read_bag(path: str) -> dict:
@@ -172,7 +150,7 @@ def run_oe(bag: dict, overrides: dict, truth_flags: bool, with_ekf: bool) -> dic
     """The estimator on the bag's series (optionally with the simulator's flags); with the EKF rows on its knots."""
     config = node_config(overrides)
     robot = RobotModel(config.estimator.robot)
-    detector = TruthDetector(robot, config.estimator.contact, bag["gt_t"], bag["gt_flags"], truth_flags)
+    detector = TruthDetector(robot, bag["gt_t"], bag["gt_flags"], truth_flags, config.estimator.contact, slack=1e-9)
     est = Estimator(config.estimator, detector=detector)
     feed = SensorFeed(config, est)
     series, t0 = bag["series"], bag["t0"]
