@@ -87,7 +87,6 @@ void riccatiSweep(const std::vector<Knot>& knots, const std::vector<Vec>& ws, in
   using MatVX = Eigen::Matrix<double, NV, NX>;
   using MatXT = Eigen::Matrix<double, NX, Eigen::Dynamic>;
   using MatVT = Eigen::Matrix<double, NV, Eigen::Dynamic>;
-  using MatRX = Eigen::Matrix<double, Eigen::Dynamic, NX>;
   using VecX = Eigen::Matrix<double, NX, 1>;
   using VecV = Eigen::Matrix<double, NV, 1>;
   const int nx = 2 * nv, n = static_cast<int>(knots.size()) - 1;
@@ -102,13 +101,12 @@ void riccatiSweep(const std::vector<Knot>& knots, const std::vector<Vec>& ws, in
   MatVT qwth(nv, nth), pt(nv, nth);
   Dyn cv(nth, nth), qthth(nth, nth);
   Eigen::LLT<MatVV> llt(nv);
+  MatVX xw(nv, nx);  // L^-1 Q_wx with Q_ww = L L^T
+  MatVT xt(nv, nth);  // L^-1 Q_wth
   for (int k = n - 1; k >= 0; --k) {
     const Knot& kn = knots[k];
-    const IntervalData& d = *kn.data;
-    const int nr = static_cast<int>(d.r.size());
     const Eigen::Map<const MatXX> vxx(Vxx[k + 1].data(), nx, nx), A(kn.A.data(), nx, nx);
     const Eigen::Map<const MatXT> vxth(Vxth[k + 1].data(), nx, nth), C(kn.C.data(), nx, nth);
-    const Eigen::Map<const MatRX> Rx(d.Rx.data(), nr, nx);
     const Eigen::Map<const MatVV> W(kn.W.data(), nv, nv);
     const Eigen::Map<const VecX> fbar(kn.fbar.data(), nx);
     vxp = Eigen::Map<const VecX>(Vx[k + 1].data(), nx);
@@ -118,33 +116,34 @@ void riccatiSweep(const std::vector<Knot>& knots, const std::vector<Vec>& ws, in
     va.noalias() = vxx * A;
     vxxc.noalias() = vxx * C;
     vc = vxth + vxxc;
-    qx.noalias() = Rx.transpose() * d.r;
+    qx = kn.gr.head(nx);
     qx.noalias() += A.transpose() * vxp;
     qw.noalias() = W * ws[k];
     qw += vxp.template segment<NV == Eigen::Dynamic ? Eigen::Dynamic : NV>(nv, nv);
-    qth.noalias() = kn.Rth.transpose() * d.r;
-    qth += vthp;
+    qth = kn.gr.tail(nth) + vthp;
     qth.noalias() += C.transpose() * vxp;
-    qxx.noalias() = Rx.transpose() * Rx;
-    qxx.noalias() += A.transpose() * va;
+    // Q_xx, Q_xx - Q_xw Q_ww^-1 Q_wx and V_xx are symmetric: their lower triangle is computed, V_xx mirrored
+    qxx = kn.Hr.topLeftCorner(nx, nx);
+    qxx.template triangularView<Eigen::Lower>() += A.transpose() * va;
     // A^T Vxx B = (Vxx A)^T's velocity columns (Vxx symmetric)
     qxw = va.template bottomRows<NV == Eigen::Dynamic ? Eigen::Dynamic : NV>(nv).transpose();
     qww = W + vxx.template bottomRightCorner<NV == Eigen::Dynamic ? Eigen::Dynamic : NV,
                                              NV == Eigen::Dynamic ? Eigen::Dynamic : NV>(nv, nv);
-    qxth.noalias() = Rx.transpose() * kn.Rth;
+    qxth = kn.Hr.topRightCorner(nx, nth);
     qxth.noalias() += A.transpose() * vc;
     qwth = vc.template bottomRows<NV == Eigen::Dynamic ? Eigen::Dynamic : NV>(nv);
     cv.noalias() = C.transpose() * vxth;
-    qthth.noalias() = kn.Rth.transpose() * kn.Rth;
-    qthth += Vthth[k + 1] + cv + cv.transpose();
+    qthth = kn.Hr.bottomRightCorner(nth, nth) + Vthth[k + 1] + cv + cv.transpose();
     qthth.noalias() += C.transpose() * vxxc;
     if (reg > 0.0) qww.diagonal().array() += reg;
     llt.compute(qww);
     if (llt.info() != Eigen::Success || !llt.matrixLLT().allFinite())
       throw FactorizationError("Q_ww not positive definite");
     kv = llt.solve(qw);
-    kx = llt.solve(qxw.transpose());
-    pt = llt.solve(qwth);
+    xw = llt.matrixL().solve(qxw.transpose());
+    kx = llt.matrixU().solve(xw);
+    xt = llt.matrixL().solve(qwth);
+    pt = llt.matrixU().solve(xt);
     if (!kv.allFinite() || !kx.allFinite() || !pt.allFinite()) throw FactorizationError("non-finite policy");
     kk[k] = kv;
     KK[k] = kx;
@@ -153,11 +152,13 @@ void riccatiSweep(const std::vector<Knot>& knots, const std::vector<Vec>& ws, in
     Vx[k].noalias() -= qxw * kv;
     Vth[k] = qth;
     Vth[k].noalias() -= qwth.transpose() * kv;
-    qxx.noalias() -= qxw * kx;
-    Eigen::Map<MatXX>(Vxx[k].data(), nx, nx) = 0.5 * (qxx + qxx.transpose());
+    qxx.template selfadjointView<Eigen::Lower>().rankUpdate(xw.transpose(), -1.0);
+    Eigen::Map<MatXX> vxx_k(Vxx[k].data(), nx, nx);
+    vxx_k.template triangularView<Eigen::Lower>() = qxx;
+    vxx_k.template triangularView<Eigen::StrictlyUpper>() = qxx.transpose();
     Vxth[k] = qxth;
-    Vxth[k].noalias() -= qxw * pt;
-    qthth.noalias() -= qwth.transpose() * pt;
+    Vxth[k].noalias() -= xw.transpose() * xt;
+    qthth.noalias() -= xt.transpose() * xt;
     Vthth[k] = 0.5 * (qthth + qthth.transpose());
   }
 }
@@ -166,6 +167,16 @@ void riccatiSweep(const std::vector<Knot>& knots, const std::vector<Vec>& ws, in
 void addGram(Mat& h, const Mat& jac) {
   h.selfadjointView<Eigen::Lower>().rankUpdate(jac.transpose());
   h.triangularView<Eigen::StrictlyUpper>() = h.transpose();
+}
+
+// the measurements' Gauss-Newton blocks of a linearised knot: Hr = J^T J, gr = J^T r with J = [Rx Rth]
+void measurementGram(Knot& kn, const IntervalData& d) {
+  const int ndx = static_cast<int>(d.Rx.cols());
+  kn.jr.leftCols(ndx) = d.Rx;
+  kn.jr.rightCols(kn.Rth.cols()) = kn.Rth;
+  kn.Hr.setZero();
+  addGram(kn.Hr, kn.jr);
+  kn.gr.noalias() = kn.jr.transpose() * d.r;
 }
 
 // the inverse of a symmetric information matrix by Cholesky when it is well conditioned (reciprocal condition
@@ -206,6 +217,9 @@ Knot Solver::makeKnot(const std::shared_ptr<const IntervalModel>& m, const Vec& 
   const int nth = param_.size();
   kn.Fth.setZero(ndx_, nth);
   kn.Rth.setZero(m->nr, nth);
+  kn.Hr.setZero(ndx_ + nth, ndx_ + nth);
+  kn.jr.setZero(m->nr, ndx_ + nth);
+  kn.gr.setZero(ndx_ + nth);
   kn.A.setZero(ndx_, ndx_);
   kn.C.setZero(ndx_, nth);
   kn.gap.setZero(ndx_);
@@ -323,6 +337,7 @@ void Solver::linearizeKnot(int k) {
   else kn.model->calcDiff(d, xs[k], pi);
   kn.forward_ready = false;
   kn.Rth.noalias() = d.Rp * dpi;
+  measurementGram(kn, d);
   kn.cost = 0.5 * d.r.squaredNorm();
   kn.linearized = true;
   if (kn.terminal) return;
@@ -388,12 +403,11 @@ void Solver::backwardPass(double reg) {
   const int n = N(), nth = param_.size(), nv = nv_;
   {
     const Knot& t = knots_[n];
-    const IntervalData& d = *t.data;
-    Vx_[n].noalias() = d.Rx.transpose() * d.r;
-    Vth_[n].noalias() = t.Rth.transpose() * d.r;
-    Vxx_[n].noalias() = d.Rx.transpose() * d.Rx;
-    Vxth_[n].noalias() = d.Rx.transpose() * t.Rth;
-    Vthth_[n].noalias() = t.Rth.transpose() * t.Rth;
+    Vx_[n] = t.gr.head(ndx_);
+    Vth_[n] = t.gr.tail(nth);
+    Vxx_[n] = t.Hr.topLeftCorner(ndx_, ndx_);
+    Vxth_[n] = t.Hr.topRightCorner(ndx_, nth);
+    Vthth_[n] = t.Hr.bottomRightCorner(nth, nth);
   }
   if (nv == 18)  // the Go1 (and any 12-joint floating-base robot): fixed-size blocks
     riccatiSweep<18>(knots_, ws, nv, nth, reg, Vx_, Vth_, Vxx_, Vxth_, Vthth_, k_, K_, P_);
@@ -666,12 +680,13 @@ void Solver::marginalizeKnot(const Knot& kn, const Vec& w, Mat& h, Vec& g) {
   mk_tq_.middleCols(ns, nth).noalias() = -mk_ainv_ * C.topRows(nv);
   mk_tq_.rightCols(nv) = mk_ainv_;
   mk_t0_.noalias() = -mk_ainv_ * fbar.head(nv);
-  // prior part: Z^T h Z on the first mc entries of y (h ordered (x_Q, x_S, theta): x_S, theta are contiguous)
+  // prior part: Z^T h Z on the first mc entries of y (h ordered (x_Q, x_S, theta): x_S, theta are contiguous). hy is
+  // symmetric: its lower triangle is formed, then mirrored
   mk_p_.resize(ndx_ + nth, mc);
   mk_p_.noalias() = h.leftCols(nv) * mk_tq_;
   mk_p_.leftCols(nr) += h.rightCols(nr);
   mk_hy_.setZero(m, m);
-  mk_hy_.topLeftCorner(mc, mc).noalias() = mk_tq_.transpose() * mk_p_.topRows(nv);
+  mk_hy_.topLeftCorner(mc, mc).triangularView<Eigen::Lower>() += mk_tq_.transpose() * mk_p_.topRows(nv);
   mk_hy_.topLeftCorner(nr, mc) += mk_p_.bottomRows(nr);
   mk_hz0_ = g;
   mk_hz0_.noalias() += h.leftCols(nv) * mk_t0_;
@@ -687,22 +702,36 @@ void Solver::marginalizeKnot(const Knot& kn, const Vec& w, Mat& h, Vec& g) {
   mk_mw_.rightCols(nv).setIdentity();
   mk_m0_ = w - fbar.tail(nv);
   mk_m0_.noalias() -= avq * mk_t0_;
-  if (kn.W.isDiagonal(0.0))  // constant velocity noise (no torque-noise model): the same sums without the zeros
-    mk_lw_.noalias() = kn.W.diagonal().asDiagonal() * mk_mw_;
-  else
+  if (kn.W.isDiagonal(0.0)) {  // constant velocity noise (no torque-noise model): W = S^2, Mw^T W Mw = (S Mw)^T (S Mw)
+    mk_sw_ = kn.W.diagonal().cwiseSqrt();
+    mk_lw_.noalias() = mk_sw_.asDiagonal() * mk_mw_;
+    mk_hy_.selfadjointView<Eigen::Lower>().rankUpdate(mk_lw_.transpose());
+    mk_m0_.array() *= mk_sw_.array();
+  } else {
     mk_lw_.noalias() = kn.W * mk_mw_;
-  mk_hy_.noalias() += mk_mw_.transpose() * mk_lw_;
+    mk_hy_.triangularView<Eigen::Lower>() += mk_mw_.transpose() * mk_lw_;
+  }
   mk_gy_.noalias() += mk_lw_.transpose() * mk_m0_;
-  // eliminate dx_S (Schur complement)
+  mk_hy_.triangularView<Eigen::StrictlyUpper>() = mk_hy_.transpose();
+  // eliminate dx_S (Schur complement; H_uu = L L^T: H_rr - H_ru H_uu^-1 H_ur = H_rr - X^T X with X = L^-1 H_ur)
   const auto huu = mk_hy_.topLeftCorner(ns, ns);
   const auto hur = mk_hy_.topRightCorner(ns, m - ns);
   mk_rhs_.resize(ns, 1 + m - ns);
   mk_rhs_.col(0) = mk_gy_.head(ns);
   mk_rhs_.rightCols(m - ns) = hur;
-  mk_s_ = huu.partialPivLu().solve(mk_rhs_);
   mk_hr_ = mk_hy_.bottomRightCorner(m - ns, m - ns);
-  mk_hr_.noalias() -= hur.transpose() * mk_s_.rightCols(m - ns);
-  mk_gy_.tail(m - ns).noalias() -= hur.transpose() * mk_s_.col(0);
+  mk_llt_.compute(huu);
+  if (mk_llt_.info() == Eigen::Success) {
+    mk_llt_.matrixL().solveInPlace(mk_rhs_);
+    mk_hr_.selfadjointView<Eigen::Lower>().rankUpdate(mk_rhs_.rightCols(m - ns).transpose(), -1.0);
+    mk_hr_.triangularView<Eigen::StrictlyUpper>() = mk_hr_.transpose();
+  } else {  // not positive definite (rounding): LU, as the Python reference
+    mk_s_ = huu.partialPivLu().solve(mk_rhs_);
+    mk_hr_.noalias() -= hur.transpose() * mk_s_.rightCols(m - ns);
+    mk_rhs_.col(0) = mk_s_.col(0);
+    mk_rhs_.rightCols(m - ns) = hur;
+  }
+  mk_gy_.tail(m - ns).noalias() -= mk_rhs_.rightCols(m - ns).transpose() * mk_rhs_.col(0);
   // reorder (dtheta, dx') -> (dx', dtheta)
   h.resize(ndx_ + nth, ndx_ + nth);
   g.resize(ndx_ + nth);
@@ -729,8 +758,6 @@ Prior Solver::marginalRecursion(int k, bool relinearize, bool store) {
   Vec g;
   Mat h;
   priorLinearize(xs[0], theta, g, h);
-  const int nth = param_.size();
-  Mat jr;
   if (store) {
     marg_h_.resize(k);
     marg_g_.resize(k);
@@ -738,11 +765,8 @@ Prior Solver::marginalRecursion(int k, bool relinearize, bool store) {
   for (int j = 0; j < k; ++j) {
     if (relinearize) linearizeKnot(j);
     const Knot& kn = knots_[j];
-    jr.resize(kn.data->r.size(), ndx_ + nth);
-    jr.leftCols(ndx_) = kn.data->Rx;
-    jr.rightCols(nth) = kn.Rth;
-    addGram(h, jr);
-    g.noalias() += jr.transpose() * kn.data->r;
+    h += kn.Hr;
+    g += kn.gr;
     marginalizeKnot(kn, ws[j], h, g);
     if (store) {
       marg_h_[j] = h;
@@ -755,16 +779,12 @@ Prior Solver::marginalRecursion(int k, bool relinearize, bool store) {
 
 Mat Solver::terminalCovariance() {
   const auto t0 = std::chrono::steady_clock::now();
-  const int n = N(), nth = param_.size();
+  const int n = N();
   // at the current linearisation; the marginals of every prefix are kept for the next shift
   const Prior p = marginalRecursion(n, false, true);
   // the prior's linearisation at its own mean is its Hessian (d(x ⊖ x)/dx = 1)
   Mat hess = p.H;
-  const Knot& kn = knots_[n];
-  Mat jr(kn.data->r.size(), ndx_ + nth);
-  jr.leftCols(ndx_) = kn.data->Rx;
-  jr.rightCols(nth) = kn.Rth;
-  addGram(hess, jr);
+  hess += knots_[n].Hr;
   Mat cov = covariance(hess, 1e-12);
   timings.covariance += elapsed(t0);
   return cov;

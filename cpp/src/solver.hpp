@@ -72,6 +72,11 @@ struct Knot {
   Mat W;                       // process-noise information (nv, nv)
   Mat Fth, Rth, A, C;          // linearisation
   Vec gap, fbar, y;
+  // the measurements' Gauss-Newton blocks over (dx_k, dtheta) at the linearisation, J = [Rx Rth]: Hr = J^T J
+  // (symmetric, (ndx + ntheta)^2), gr = J^T r; formed once per linearisation (in the parallel knot loop) and read by
+  // the Riccati sweep and the marginalisation (a knot kept by a shift is not formed again)
+  Mat Hr, jr;
+  Vec gr;
   // preallocated scratch (no allocation per knot per iteration)
   Vec gw, y_try, c_try, next;
   Mat jd0, jd1, emat, g;
@@ -178,7 +183,8 @@ class Solver {
   bool marg_valid_ = false;
   // marginalizeKnot scratch (sized on first use)
   Mat mk_ainv_, mk_tq_, mk_p_, mk_hy_, mk_mw_, mk_lw_, mk_rhs_, mk_s_, mk_hr_;
-  Vec mk_t0_, mk_gy_, mk_m0_, mk_hz0_;
+  Vec mk_t0_, mk_gy_, mk_m0_, mk_hz0_, mk_sw_;
+  Eigen::LLT<Mat> mk_llt_;
   std::atomic<bool> stop_requested_{false};
 };
 

@@ -233,6 +233,9 @@ class SolverConfig:
     #: 'auto' (the compiled solver when the extension is built and supports the problem, else the Python
     #: reference), 'python' or 'compiled' (an error if unavailable)
     backend: str = "auto"
+    #: OpenMP threads of the compiled solver's per-knot loops (linearisations, line-search trial rollouts; the results
+    #: do not depend on it, bit for bit). TODO default
+    threads: int = 1
 
 
 @dataclass

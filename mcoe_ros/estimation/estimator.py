@@ -49,9 +49,6 @@ from mcoe_ros.multibody.robot import RobotModel
 from mcoe_ros.ocp.solver import MCOESolver, SolverOptions
 from mcoe_ros.payload.online import OnlinePayloadRls
 
-#: threads of the compiled solver's knot loops (linearisation, line-search trials; results do not depend on it).
-#: 1: on the shared 2-core machine 2 OpenMP threads were 3x slower than 1 under load (docs/performance.md)
-COMPILED_THREADS = 1
 MAX_PAYLOAD_MASS = 200.0  #: kg; a solve claiming more is treated as diverged
 REBUILD_ITERATIONS = 3  #: at least this many for a warm rebuild (a new problem, but warm: not max_iterations_cold)
 #: None: a cold start runs its max_iterations_cold in one tick. A number: they are spread over ticks, at most this
@@ -389,7 +386,7 @@ class Estimator:
                     replace(self.options),
                     builder.torque_noise,
                     self._compiled_models,
-                    threads=COMPILED_THREADS,
+                    threads=self.config.solver.threads,
                 )
                 if self.stop_event.is_set():
                     solver.request_stop()

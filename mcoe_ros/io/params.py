@@ -405,6 +405,11 @@ _TABLE: tuple[Param, ...] = (
         "solver implementation: compiled C++ (auto: when built) or the Python reference",
         ("auto", "python", "compiled"),
     ),
+    Param(
+        "solver.threads",
+        "estimator.solver.threads",
+        "threads of the compiled solver's per-knot loops (linearisation, line search; same results for any count)",
+    ),
     # contact detection
     Param("contact.force_on", "estimator.contact.force_on", "vertical ground reaction force to enter contact, N"),
     Param("contact.force_off", "estimator.contact.force_off", "vertical ground reaction force to leave contact, N"),
@@ -473,6 +478,7 @@ _BOUNDS = {
     "solver.max_iterations": (1, None, True),
     "solver.max_iterations_cold": (1, None, True),
     "solver.time_budget": NONNEGATIVE,
+    "solver.threads": (1, 64, True),
     "contact.force_on": NONNEGATIVE,
     "contact.force_off": NONNEGATIVE,
     "contact.min_duration": NONNEGATIVE,
