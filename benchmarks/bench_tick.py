@@ -6,6 +6,9 @@ of the bag through :class:`mcoe_ros.io.feed.SensorFeed` as the replay does; it r
 wall times: p50 / p99 / max over all ticks and over the warm ticks (not the first ``--cold-ticks``), and the replay
 speed. The table gives, per tree, the median and the best over the repeats, and the after / before ratios.
 
+``--threads-before`` / ``--threads-after`` set ``solver.threads`` in that tree's runs (0: the tree's default; a tree
+without the parameter needs 0), e.g. ``--before . --threads-after 2`` compares 1 and 2 threads of one tree.
+
 Run: python benchmarks/bench_tick.py --before /path/to/old/tree [--after .] [--seconds 2] [--repeats 3]
 """
 
@@ -26,9 +29,16 @@ from mcoe_ros.io.bag import bag_topics, iter_messages
 from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.multibody import compiled
 seconds, cold = float(sys.argv[1]), int(sys.argv[2])
-sample = sys.argv[3]
+sample, threads = sys.argv[3], int(sys.argv[4])
 t_start = time.perf_counter()
-feed = SensorFeed()
+if threads:
+    from dataclasses import replace
+    from mcoe_ros.io.params import NodeConfig
+    base = NodeConfig()
+    solver = replace(base.estimator.solver, threads=threads)
+    feed = SensorFeed(replace(base, estimator=replace(base.estimator, solver=solver)))
+else:
+    feed = SensorFeed()
 startup = time.perf_counter() - t_start
 topic = next(n for n, i in bag_topics(sample).items() if i.msgtype.endswith("LowState"))
 t0, wall = None, time.perf_counter()
@@ -55,6 +65,8 @@ def main() -> None:
     ap.add_argument("--after", default=".", help="source tree of the new version")
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads-before", type=int, default=0, help="solver.threads of the before runs (0: default)")
+    ap.add_argument("--threads-after", type=int, default=0, help="solver.threads of the after runs (0: default)")
     ap.add_argument("--cold-ticks", type=int, default=5, help="ticks left out of the warm columns")
     args = ap.parse_args()
     sample = os.path.join(os.path.abspath(args.after), "mcoe_ros", "data", "go1_sample")
@@ -62,11 +74,13 @@ def main() -> None:
     runs = {"before": [], "after": []}
     for _ in range(args.repeats):
         for name in ("before", "after"):
-            runs[name].append(run_in_tree(getattr(args, name), CHILD, args.seconds, args.cold_ticks, sample))
+            threads = getattr(args, f"threads_{name}")
+            runs[name].append(run_in_tree(getattr(args, name), CHILD, args.seconds, args.cold_ticks, sample, threads))
     print("uptime after:", os.popen("uptime").read().strip())
     keys = ("p50", "p99", "max", "warm_p50", "warm_p99")
     print(
         f"\n{args.seconds:g} s of the sample bag, {runs['after'][0]['ticks']} ticks per run, {args.repeats} runs each"
+        f" (solver.threads before {args.threads_before or 'default'}, after {args.threads_after or 'default'})"
     )
     print("| tick (ms) | " + " | ".join(keys) + " | replay speed (x real time) |")
     print("|---|" + "---|" * (len(keys) + 1))

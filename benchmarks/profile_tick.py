@@ -5,7 +5,7 @@ arguments, solver shift, solve, estimate / covariance, the rest) and prints a ta
 and per tick kind (cold / warm), optionally with a cProfile of the ticks (``--cprofile N`` prints the N top
 functions by cumulative time).
 
-Run: python benchmarks/profile_tick.py [--seconds 3] [--backend compiled] [--cprofile 25]
+Run: python benchmarks/profile_tick.py [--seconds 3] [--backend compiled] [--threads 1] [--cprofile 25]
 """
 
 from __future__ import annotations
@@ -50,10 +50,11 @@ class PhaseTimer:
         setattr(obj, name, timed)
 
 
-def run(seconds: float, backend: str, profile: cProfile.Profile | None) -> tuple[list, SensorFeed]:
+def run(seconds: float, backend: str, profile: cProfile.Profile | None, threads: int = 0) -> tuple[list, SensorFeed]:
     base = NodeConfig()
     est = base.estimator
-    config = replace(base, estimator=replace(est, solver=replace(est.solver, backend=backend)))
+    solver = replace(est.solver, backend=backend, **({"threads": threads} if threads else {}))
+    config = replace(base, estimator=replace(est, solver=solver))
     feed = SensorFeed(config)
     estimator = feed.estimator
     timer = PhaseTimer()
@@ -122,11 +123,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--backend", default="compiled")
+    ap.add_argument("--threads", type=int, default=0, help="solver.threads (0: the configured default)")
     ap.add_argument("--cprofile", type=int, default=0, help="print the top N functions of a cProfile of the ticks")
     args = ap.parse_args()
     print("uptime:", os.popen("uptime").read().strip())
     prof = cProfile.Profile() if args.cprofile else None
-    ticks, feed = run(args.seconds, args.backend, prof)
+    ticks, feed = run(args.seconds, args.backend, prof, args.threads)
+    print("solver.threads:", feed.estimator.config.solver.threads)
     table(ticks)
     c = feed.estimator.counters
     print("iterations:", c.iterations[:5], "... mean", np.mean(c.iterations) if c.iterations else None)

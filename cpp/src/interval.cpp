@@ -67,6 +67,18 @@ void IntervalModel::addMeasurement(MeasurementSpec s) {
   measurements.push_back(std::move(s));
 }
 
+namespace {
+bool equal(const Mat& a, const Mat& b) { return a.rows() == b.rows() && a.cols() == b.cols() && a == b; }
+}  // namespace
+
+bool IntervalModel::sameDynamics(const IntervalModel& o) const {
+  if (this == &o) return true;
+  return contact_frames_ == o.contact_frames_ && impulse_frames_ == o.impulse_frames_ && dt == o.dt && mu_ == o.mu_ &&
+         accuracy_ == o.accuracy_ && max_iter_ == o.max_iter_ && payload_joint_ == o.payload_joint_ &&
+         eps_ == o.eps_ && npi == o.npi && gyro_bias_ == o.gyro_bias_ && acc_bias_ == o.acc_bias_ &&
+         equal(A_, o.A_) && equal(nominal_pi_, o.nominal_pi_) && equal(groups_, o.groups_) && model == o.model;
+}
+
 ConstraintModels IntervalModel::constraintModels(const PinModel& m, const std::vector<int>& frames) const {
   ConstraintModels out;
   for (int fid : frames) {

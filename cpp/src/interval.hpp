@@ -40,6 +40,9 @@ class IntervalModel {
                 double dt, double mu, double accuracy, int max_iter, int payload_joint, const Mat& payload_to_joint,
                 const Vec& nominal_pi, const Mat& actuator_groups, double coulomb_eps, bool gyro_bias, bool acc_bias);
   void addMeasurement(MeasurementSpec spec);
+  // same robot, phase (contact and impulse frames), dynamics options and pi layout: the models differ at most in
+  // their measurements, and a data of one reset to the other gives a fresh data's results (same contact set)
+  bool sameDynamics(const IntervalModel& o) const;
 
   std::unique_ptr<IntervalData> createData() const;
   void calc(IntervalData& d, const Vec& x, const Vec& pi) const;

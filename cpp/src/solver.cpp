@@ -366,7 +366,9 @@ double Solver::calcDiff(bool reuse) {
   double cost = priorCost(xs[0], theta);
   const int n = N() + 1;
   std::vector<std::string> errors(n);
-#pragma omp parallel for schedule(static) num_threads(options.threads)
+  // knots handed out one at a time: a thread that lost its core (a shared machine) does not hold back a fixed share;
+  // every knot writes its own data only and the sums below run in knot order (results independent of the threads)
+#pragma omp parallel for schedule(dynamic) num_threads(options.threads)
   for (int k = 0; k < n; ++k) {
     if (reuse && knots_[k].linearized) continue;  // kept by a shift: linearised at this very point
     try {
@@ -513,7 +515,7 @@ double Solver::tryStep(double alpha, double& gap_l1) {
   for (int k = 0; k < n; ++k) integrate(xs[k], alpha * dx.row(k).transpose(), xs_try_[k]);
   double cost = priorCost(xs_try_[0], theta_try_);
   std::vector<std::string> errors(n);
-#pragma omp parallel for schedule(static) num_threads(options.threads)
+#pragma omp parallel for schedule(dynamic) num_threads(options.threads)
   for (int k = 0; k < n; ++k) {
     try {
       Knot& kn = knots_[k];
@@ -834,9 +836,9 @@ void Solver::shift(int k, const std::vector<std::shared_ptr<const IntervalModel>
   // marginal prior from the solve's linearisation when it is the current one (no dynamics evaluation)
   Prior p = marginalPrior(k, !linearized_);
   // recycle the dropped knots (k running + the old terminal) whose model matches (their data are used as they are:
-  // a used data of the same model gives a fresh one's results bit for bit); the others are allocated. (A data reset
-  // to another contact phase's model is not bit-identical to a fresh one: Pinocchio's Data keeps state across
-  // contact sets, test/test_compiled_memory.py.)
+  // a used data of the same model gives a fresh one's results bit for bit) or differs only in its measurements
+  // (reset: same contact set); the others are allocated. (A data reset to another contact phase's model is not
+  // bit-identical to a fresh one: Pinocchio's Data keeps state across contact sets, test/test_compiled_memory.py.)
   std::vector<Knot> pool;
   pool.reserve(k + 1);
   for (int j = 0; j < k; ++j) pool.push_back(std::move(knots_[j]));
@@ -844,18 +846,36 @@ void Solver::shift(int k, const std::vector<std::shared_ptr<const IntervalModel>
   std::vector<Knot> next;
   next.reserve(n_old + 1);
   for (int j = k; j < n_old; ++j) next.push_back(std::move(knots_[j]));
+  // A new knot takes a dropped knot of its own model, else one whose model differs only in the measurements (the
+  // stance feet's zero-velocity pseudo-measurements: same contact set, its data are reset to the new model), else it
+  // is allocated
   std::vector<bool> used(pool.size(), false);
+  std::vector<int> take(k + 1, -1);
+  const auto model_of = [&](int j) -> const std::shared_ptr<const IntervalModel>& {
+    return j == k ? terminal : running[j];
+  };
+  for (int j = 0; j <= k; ++j)
+    for (size_t i = 0; i < pool.size() && take[j] < 0; ++i)
+      if (!used[i] && pool[i].model == model_of(j)) take[j] = static_cast<int>(i), used[i] = true;
+  for (int j = 0; j <= k; ++j)
+    for (size_t i = 0; i < pool.size() && take[j] < 0; ++i)
+      if (!used[i] && pool[i].model->sameDynamics(*model_of(j))) take[j] = static_cast<int>(i), used[i] = true;
+  const int nth = param_.size();
   for (int j = 0; j <= k; ++j) {
     const bool terminal_ = j == k;
-    const auto& m = terminal_ ? terminal : running[j];
-    size_t i = 0;
-    while (i < pool.size() && (used[i] || pool[i].model != m)) ++i;
-    if (i == pool.size()) {
+    const auto& m = model_of(j);
+    if (take[j] < 0) {
       next.push_back(makeKnot(m, noise_info, terminal_));
       continue;
     }
-    used[i] = true;
-    Knot kn = std::move(pool[i]);
+    Knot kn = std::move(pool[take[j]]);
+    if (kn.model != m) {
+      kn.data->reset(*m);
+      kn.trial->reset(*m);
+      kn.model = m;
+      kn.Rth.setZero(m->nr, nth);
+      kn.jr.setZero(m->nr, ndx_ + nth);
+    }
     kn.terminal = terminal_;
     kn.linearized = kn.forward_ready = false;
     kn.W = terminal_ ? Mat(Mat::Identity(nv_, nv_)) : Mat(noise_info.asDiagonal());
