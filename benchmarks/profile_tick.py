@@ -129,7 +129,7 @@ def main() -> None:
     print("uptime:", os.popen("uptime").read().strip())
     prof = cProfile.Profile() if args.cprofile else None
     ticks, feed = run(args.seconds, args.backend, prof, args.threads)
-    print("solver.threads:", feed.estimator.config.solver.threads)
+    print("solver.threads:", getattr(feed.estimator.config.solver, "threads", 1))
     table(ticks)
     c = feed.estimator.counters
     print("iterations:", c.iterations[:5], "... mean", np.mean(c.iterations) if c.iterations else None)

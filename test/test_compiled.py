@@ -4,6 +4,7 @@ horizon shift with its marginal prior, the terminal covariance and the stop requ
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -325,6 +326,14 @@ def test_threads_give_identical_results():
         out.append((res.cost, [lg.step for lg in res.log], np.array(res.xs), res.theta, cov, warm.cost, warm.theta))
     for a, b in zip(out[0], out[1], strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_knot_threads_auto():
+    """0 = auto: 2 threads on a machine with at least 4 usable cores, else 1; a requested count is kept."""
+    assert compiled.knot_threads(3) == 3
+    assert compiled.knot_threads(0) == (2 if len(os.sched_getaffinity(0)) >= 4 else 1)
+    prob, _, _ = go1_velocity_window(3)
+    assert compiled.CompiledSolver(prob, threads=0)._cpp.threads == compiled.knot_threads(0)
 
 
 def test_request_stop():

@@ -234,10 +234,10 @@ class SolverConfig:
     #: reference), 'python' or 'compiled' (an error if unavailable)
     backend: str = "auto"
     #: OpenMP threads of the compiled solver's per-knot loops (linearisations, line-search trial rollouts; the results
-    #: do not depend on it, bit for bit). 2: warm tick 0.6-0.8x of 1 thread on the 2-core test machine at load 0.5-1.4,
-    #: no loss at load 3 (idle threads sleep, knots are handed out dynamically; docs/performance.md run 9); the
-    #: threads are created by the solve thread and share its niceness (the sensor callbacks keep priority)
-    threads: int = 2
+    #: do not depend on it, bit for bit). 0 = auto: 2 with at least 4 usable cores, else 1
+    #: (:func:`mcoe_ros.multibody.compiled.knot_threads`; docs/performance.md run 9). The threads are created by the
+    #: solve thread and share its niceness (the sensor callbacks keep priority)
+    threads: int = 0
 
 
 @dataclass

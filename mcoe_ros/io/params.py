@@ -408,7 +408,7 @@ _TABLE: tuple[Param, ...] = (
     Param(
         "solver.threads",
         "estimator.solver.threads",
-        "threads of the compiled solver's per-knot loops (linearisation, line search; same results for any count)",
+        "threads of the compiled solver's per-knot loops (0 = auto: 2 with >= 4 cores, else 1; same results for any)",
     ),
     # contact detection
     Param("contact.force_on", "estimator.contact.force_on", "vertical ground reaction force to enter contact, N"),
@@ -478,7 +478,7 @@ _BOUNDS = {
     "solver.max_iterations": (1, None, True),
     "solver.max_iterations_cold": (1, None, True),
     "solver.time_budget": NONNEGATIVE,
-    "solver.threads": (1, 64, True),
+    "solver.threads": (0, 64, True),
     "contact.force_on": NONNEGATIVE,
     "contact.force_off": NONNEGATIVE,
     "contact.min_duration": NONNEGATIVE,

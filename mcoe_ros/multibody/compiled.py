@@ -20,6 +20,7 @@ fall back to the Python reference then.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -52,6 +53,20 @@ else:
 def available() -> bool:
     """True if the compiled extension is importable."""
     return _mcoe is not None
+
+
+def knot_threads(requested: int = 0) -> int:
+    """Threads of the compiled solver's knot loops: ``requested`` if > 0, else (auto) 2 on a machine with at least 4
+    usable cores (the solve's second core without taking the sensor thread's or the neighbours'), else 1: on the
+    2-core test machine under load a second thread made the tick 1.2-1.4x slower, with a free core 0.6-0.8x
+    (docs/performance.md, run 9). The results do not depend on it."""
+    if requested > 0:
+        return int(requested)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return 2 if cores >= 4 else 1
 
 
 def _require() -> None:
@@ -273,7 +288,8 @@ class CompiledSolver:
     ``problem``: a Python :class:`EstimationProblem` (read once: knot models, inputs u/z, prior, the diagonal noise
     information of its first interval); ``torque_noise``: (torque_std (nj,) N m, floor_std m/s) of a state-dependent
     velocity noise (see :meth:`PhaseDynamicsModel.velocity_noise_covariance`), None for a constant W;
-    ``models``: a shared :class:`CompiledModels` cache; ``threads``: OpenMP threads over the knots.
+    ``models``: a shared :class:`CompiledModels` cache; ``threads``: OpenMP threads over the knots (0: auto,
+    :func:`knot_threads`).
     """
 
     def __init__(
@@ -337,7 +353,7 @@ class CompiledSolver:
             tol_stop=options.tol_stop,
             tol_gap=options.tol_gap,
             refresh_noise=options.refresh_noise,
-            threads=int(threads),
+            threads=knot_threads(int(threads)),
             final_direction=options.final_direction,
         )
         self.noise_info = noise_info
