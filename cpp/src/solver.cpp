@@ -163,20 +163,33 @@ void riccatiSweep(const std::vector<Knot>& knots, const std::vector<Vec>& ws, in
   }
 }
 
-// h += J^T J for a symmetric h (only a triangle is computed, then mirrored)
-void addGram(Mat& h, const Mat& jac) {
-  h.selfadjointView<Eigen::Lower>().rankUpdate(jac.transpose());
-  h.triangularView<Eigen::StrictlyUpper>() = h.transpose();
-}
-
-// the measurements' Gauss-Newton blocks of a linearised knot: Hr = J^T J, gr = J^T r with J = [Rx Rth]
+// the measurements' Gauss-Newton blocks of a linearised knot: Hr = J^T J, gr = J^T r with J = [Rx Rth]. The joint
+// encoder rows are -W on their joints' columns (no pi part): their W^T W is added to that diagonal block; the other
+// measurements' rows are gathered in jr for one symmetric rank update
 void measurementGram(Knot& kn, const IntervalData& d) {
-  const int ndx = static_cast<int>(d.Rx.cols());
-  kn.jr.leftCols(ndx) = d.Rx;
-  kn.jr.rightCols(kn.Rth.cols()) = kn.Rth;
+  using MK = MeasurementSpec::Kind;
+  const IntervalModel& m = *kn.model;
+  const int ndx = static_cast<int>(d.Rx.cols()), nth = static_cast<int>(kn.Rth.cols());
   kn.Hr.setZero();
-  addGram(kn.Hr, kn.jr);
-  kn.gr.noalias() = kn.jr.transpose() * d.r;
+  kn.gr.setZero();
+  int rows = 0;
+  for (size_t i = 0; i < m.measurements.size(); ++i) {
+    const MeasurementSpec& s = m.measurements[i];
+    const int ro = m.r_offsets[i], n = s.nr;
+    if (s.kind == MK::JointPosition || s.kind == MK::JointVelocity) {
+      const int c = s.kind == MK::JointPosition ? m.nv - m.nj : ndx - m.nj;
+      kn.Hr.block(c, c, n, n).noalias() += s.W.transpose() * s.W;
+      kn.gr.segment(c, n).noalias() -= s.W.transpose() * d.r.segment(ro, n);
+      continue;
+    }
+    kn.jr.middleRows(rows, n).leftCols(ndx) = d.Rx.middleRows(ro, n);
+    kn.jr.middleRows(rows, n).rightCols(nth) = kn.Rth.middleRows(ro, n);
+    kn.gr.head(ndx).noalias() += d.Rx.middleRows(ro, n).transpose() * d.r.segment(ro, n);
+    kn.gr.tail(nth).noalias() += kn.Rth.middleRows(ro, n).transpose() * d.r.segment(ro, n);
+    rows += n;
+  }
+  kn.Hr.selfadjointView<Eigen::Lower>().rankUpdate(kn.jr.topRows(rows).transpose());
+  kn.Hr.triangularView<Eigen::StrictlyUpper>() = kn.Hr.transpose();
 }
 
 // the inverse of a symmetric information matrix by Cholesky when it is well conditioned (reciprocal condition
