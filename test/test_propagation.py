@@ -156,6 +156,47 @@ def test_split_re_anchoring_equals_the_synchronous_one():
     np.testing.assert_allclose(a.pose_cov, b.pose_cov, atol=1e-15)
 
 
+def test_re_anchoring_in_chunks_from_the_sensor_thread_equals_the_synchronous_one():
+    """The node's path: begin (snapshot), then run_some(4) after every newer sample until caught up, then finish ==
+    re-anchoring synchronously after the same samples."""
+    feeds = [SensorFeed(), SensorFeed()]
+    samples = list(low_states(0.35))
+    for t, msg in samples:
+        for feed in feeds:
+            feed.low_state(msg, t)
+            feed.odometry()
+            if feed.estimator.propagator.track is None:
+                feed.poll()
+            else:
+                feed.advance()
+    est_a, est_b = (f.estimator for f in feeds)
+    est_a.last_tick_n = est_b.last_tick_n = -(10**12)
+    tick_a, tick_b = est_a.due(), est_b.due()
+    sol_a, sol_b = est_a.solve(tick_a), est_b.solve(tick_b)
+    rebase = est_b.begin_rebase(sol_b, tick_b)
+    more = list(low_states(0.45))[len(samples) :]
+    chunks = 0
+    for i, (t, msg) in enumerate(more):
+        feeds[1].low_state(msg, t)
+        feeds[1].odometry()
+        feeds[1].advance()
+        if rebase is not None and i >= 20:  # 20 samples arrived during the solve: several chunks
+            chunks += 1
+            if rebase.run_some(4):
+                est_b.finish_rebase(rebase)
+                rebase = None
+    assert rebase is None and chunks > 4
+    for t, msg in more:
+        feeds[0].low_state(msg, t)
+        feeds[0].odometry()
+        feeds[0].advance()
+    est_a.rebase(sol_a, tick_a)
+    a, b = est_a.propagator.output(est_a.epoch), est_b.propagator.output(est_b.epoch)
+    assert a.t == b.t and est_b.propagator.track.steps == est_a.propagator.track.steps
+    np.testing.assert_allclose(a.position, b.position, atol=1e-12)
+    np.testing.assert_allclose(a.pose_cov, b.pose_cov, atol=1e-15)
+
+
 def test_a_solve_stopped_by_its_deadline_holds_the_payload_and_the_odometry_continues():
     # The Python solver: the test shortens the running solver's deadline after the first solve (the compiled solver
     # takes solver.time_budget when it is built; its max_time status is the same)
