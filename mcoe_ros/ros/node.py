@@ -65,6 +65,7 @@ SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=2000, reliability
 #: re-propagation steps per input message after a solve (the sensor thread catches the new track up: a step is about
 #: 0.1 ms; the solve thread would hold the GIL for all of them at once and delay the callbacks)
 REBASE_STEPS = 4
+REBASE_IDLE = 0.05  #: s without input after which the solve thread finishes a pending re-anchoring itself
 GIL_SWITCH_INTERVAL = 0.0001  #: s; Python's default 5 ms would let the solver thread delay a callback that long
 LATCHED_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST,
@@ -191,6 +192,7 @@ class EstimatorNode(Node):
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._rebase = None  #: a solve's re-anchoring being caught up by the sensor callbacks (_catch_up)
+        self._last_input = time.monotonic()  #: of the last input message handled
         self._running = True
         self._worker = threading.Thread(target=self._solve_loop, name="mcoe_solver", daemon=True)
         self._worker.start()
@@ -213,6 +215,7 @@ class EstimatorNode(Node):
             with self._lock:
                 self.feed.advance()
                 self._catch_up()
+            self._last_input = time.monotonic()
             self._wake.set()
         except Exception as err:  # keep running on anything unexpected, but say so
             self.feed.count_error("internal_error", repr(err))
@@ -224,6 +227,7 @@ class EstimatorNode(Node):
             self._wake.wait(0.1)
             self._wake.clear()
             try:
+                self._finish_idle_rebase()
                 with self._lock:
                     tick = self.feed.due()  # always the newest window
                 if tick is None:
@@ -234,11 +238,27 @@ class EstimatorNode(Node):
                 with self._lock:  # re-anchoring: the sensor callbacks step it (a newer solve replaces it)
                     self._rebase = self.feed.begin_rebase(est, tick) or self._rebase
                 self._publish(est)
+                self._wake.set()  # back soon: finish the re-anchoring if the input has stopped
             except Exception as err:  # the worker never dies; the failure is counted and logged
                 if not self._running or not self.context.ok():
                     return
                 self.feed.count_error("internal_error", repr(err))
                 self._log_error(f"estimator error: {err!r}")
+
+    def _finish_idle_rebase(self) -> None:
+        """The solve thread finishes a pending re-anchoring when no input message has stepped it for
+        :data:`REBASE_IDLE` s (the input stopped: e.g. the last solve of a stream) and publishes its odometry."""
+        if self._rebase is None or time.monotonic() - self._last_input < REBASE_IDLE:
+            return
+        with self._lock:
+            rebase, self._rebase = self._rebase, None
+            if rebase is None:
+                return
+            rebase.run()
+            self.feed.finish_rebase(rebase)
+            odo = self.feed.estimator.propagator.output(self.feed.estimator.epoch or 0.0)
+        if odo is not None:
+            self._publish_odometry(odo)
 
     def _catch_up(self) -> None:
         """Step the pending re-anchoring by :data:`REBASE_STEPS` samples and make it current once it has caught up
