@@ -237,6 +237,18 @@ def main(argv=None) -> int:
         f"p99 {1e3 * np.percentile(lat, 99):.0f} ms ({lat.size} odometry messages)",
         f"- shutdown (SIGINT) took {stop_s:.2f} s, exit code {rc}; uptime load at the end {os.getloadavg()}",
     ]
+    keys = (
+        "ticks",
+        "held_ticks",
+        "skipped_ticks",
+        "rebuilt_ticks",
+        "late_ticks",
+        "solve_time_p50_ms",
+        "solve_time_p99_ms",
+    )
+    with listener.lock:
+        diag = dict(listener.diag)
+    summary.append("- node schedule: " + ", ".join(f"{k} {diag.get(k, 'n/a')}" for k in keys))
     with open(log_path) as fh:
         text = fh.read()
     summary.append(

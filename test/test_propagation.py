@@ -81,9 +81,9 @@ def test_a_short_input_gap_is_stepped_over_a_long_silence_ends_the_track(replaye
     assert prop.track is None and prop.output() is None
 
 
-def test_a_long_stretch_without_solves_then_a_warm_rebuild():
+def test_a_long_stretch_without_solves_then_a_late_tick():
     """0.4 s propagated without a solve (longer than the window): covariance grows monotonically, the position stays
-    within 2 cm of the next solve, which rebuilds the window warm from the odometry instead of a cold start."""
+    within 2 cm of the next solve, which shifts the solver by the whole window, warm from the odometry."""
     feed = SensorFeed()
     est = feed.estimator
     samples = low_states(1.0)
@@ -106,8 +106,8 @@ def test_a_long_stretch_without_solves_then_a_warm_rebuild():
     tick = est.due()
     assert tick is not None and tick.n_created - est._knots_at_last_solve > est.n_intervals
     new = est.solve(tick)
-    assert est.counters.rebuilt == 1 and est.counters.skipped >= 6
-    assert new.solve["iterations"] < est.cold_iterations  # warm budget, not max_iterations_cold
+    assert est.counters.late == 1 and est.counters.rebuilt == 0 and est.counters.skipped >= 6
+    assert new.solve["iterations"] == est.options.max_iter  # the warm budget, the solver re-used
     propagated = odoms[-1]
     assert 0 <= propagated.t - new.t < 0.002
     assert np.linalg.norm(propagated.position - new.position) < 0.02
@@ -152,6 +152,47 @@ def test_split_re_anchoring_equals_the_synchronous_one():
     est_a.rebase(sol_a, tick_a)
     a, b = est_a.propagator.output(est_a.epoch), est_b.propagator.output(est_b.epoch)
     assert a.t == b.t and a.source == b.source == "propagated"
+    np.testing.assert_allclose(a.position, b.position, atol=1e-12)
+    np.testing.assert_allclose(a.pose_cov, b.pose_cov, atol=1e-15)
+
+
+def test_re_anchoring_in_chunks_from_the_sensor_thread_equals_the_synchronous_one():
+    """The node's path: begin (snapshot), then run_some(4) after every newer sample until caught up, then finish ==
+    re-anchoring synchronously after the same samples."""
+    feeds = [SensorFeed(), SensorFeed()]
+    samples = list(low_states(0.35))
+    for t, msg in samples:
+        for feed in feeds:
+            feed.low_state(msg, t)
+            feed.odometry()
+            if feed.estimator.propagator.track is None:
+                feed.poll()
+            else:
+                feed.advance()
+    est_a, est_b = (f.estimator for f in feeds)
+    est_a.last_tick_n = est_b.last_tick_n = -(10**12)
+    tick_a, tick_b = est_a.due(), est_b.due()
+    sol_a, sol_b = est_a.solve(tick_a), est_b.solve(tick_b)
+    rebase = est_b.begin_rebase(sol_b, tick_b)
+    more = list(low_states(0.45))[len(samples) :]
+    chunks = 0
+    for i, (t, msg) in enumerate(more):
+        feeds[1].low_state(msg, t)
+        feeds[1].odometry()
+        feeds[1].advance()
+        if rebase is not None and i >= 20:  # 20 samples arrived during the solve: several chunks
+            chunks += 1
+            if rebase.run_some(4):
+                est_b.finish_rebase(rebase)
+                rebase = None
+    assert rebase is None and chunks > 4
+    for t, msg in more:
+        feeds[0].low_state(msg, t)
+        feeds[0].odometry()
+        feeds[0].advance()
+    est_a.rebase(sol_a, tick_a)
+    a, b = est_a.propagator.output(est_a.epoch), est_b.propagator.output(est_b.epoch)
+    assert a.t == b.t and est_b.propagator.track.steps == est_a.propagator.track.steps
     np.testing.assert_allclose(a.position, b.position, atol=1e-12)
     np.testing.assert_allclose(a.pose_cov, b.pose_cov, atol=1e-15)
 

@@ -3,9 +3,13 @@ committed sample bag through the replay's feed loop."""
 
 import os
 
+import numpy as np
+import pytest
+
 from mcoe_ros.estimation import estimator
 from mcoe_ros.io.bag import iter_messages
 from mcoe_ros.io.feed import SensorFeed
+from mcoe_ros.multibody import compiled
 
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "mcoe_ros", "data", "go1_sample")
 
@@ -46,3 +50,65 @@ def test_by_default_a_cold_start_runs_its_budget_in_one_tick():
             break
     assert est.counters.ticks == 1 and est.counters.warmup == 0
     assert est.counters.iterations == [est.cold_iterations]
+
+
+def _replay(feed, end: float, every=None):
+    """Feed the bag's first ``end`` s; ``every``: run a tick only at this sensor period (a machine whose solves take
+    that long: the ticks due meanwhile are skipped, as in the node), else every due tick."""
+    est, out, t0, next_t = feed.estimator, [], None, None
+    for _topic, t_ns, msg in iter_messages(SAMPLE, ["low_state"]):
+        t0 = t_ns if t0 is None else t0
+        t = (t_ns - t0) * 1e-9
+        if t > end:
+            break
+        feed.low_state(msg, t_ns * 1e-9)
+        feed.odometry()
+        est.advance()
+        if every is not None and next_t is not None and t < next_t:
+            continue
+        tick = est.due()
+        if tick is None:
+            continue
+        e = est.solve(tick)
+        if e is not None:
+            est.rebase(e, tick)
+            out.append(e)
+        next_t = t + every if every is not None else None
+    return out
+
+
+def test_ticks_a_window_and_a_half_apart_keep_a_warm_solver_and_stay_accurate():
+    """The rebuild regime of a slow machine: every tick 1.5 windows after the previous one. The solver is shifted by a
+    whole window (no new problem) and runs the warm budget of one iteration; base states and payload stay close to
+    those of the real-time schedule (a tick every tick_period)."""
+    feed = SensorFeed()
+    est = feed.estimator
+    late = _replay(feed, 2.0, every=1.5 * est.n_intervals * est.dt)
+    c = est.counters
+    assert c.late >= 4 and c.rebuilt == 0 and c.held == 0
+    assert c.iterations[1:] == [est.options.max_iter] * (len(c.iterations) - 1) == [1] * (len(c.iterations) - 1)
+    reference = {round(e.t, 6): e for e in _replay(SensorFeed(), 2.0)}
+    matched = [(e, reference[round(e.t, 6)]) for e in late if round(e.t, 6) in reference]
+    assert len(matched) >= 3
+    for e, r in matched:
+        assert np.linalg.norm(e.position - r.position) < 0.02  # m
+        assert abs(e.payload_pi[0] - r.payload_pi[0]) < 0.5  # kg
+
+
+@pytest.mark.skipif(not compiled.available(), reason="compiled extension not built")
+def test_a_late_tick_on_the_recycled_solver_equals_a_new_problem():
+    """Shifting the compiled solver by a whole window (knot data recycled) gives the solve of a problem built anew."""
+    feed = SensorFeed()
+    est = feed.estimator
+    _replay(feed, 0.7)
+    knots = list(est.window.knots)  # the solver's window shifted by a few knots: a different problem
+    fresh = est._fresh_solver(knots)
+    recycled = est._fresh_solver(knots, est.solver)
+    assert isinstance(recycled, compiled.CompiledSolver) and recycled is est.solver
+    a, b = fresh.solve(max_iter=2), recycled.solve(max_iter=2)
+    assert a.iterations == b.iterations == 2
+    np.testing.assert_allclose(b.cost, a.cost, rtol=1e-10)
+    np.testing.assert_allclose(b.theta, a.theta, atol=1e-9)
+    for xa, xb in zip(a.xs, b.xs, strict=True):
+        np.testing.assert_allclose(xb, xa, atol=1e-9)
+    np.testing.assert_allclose(recycled.terminal_covariance(), fresh.terminal_covariance(), rtol=1e-7, atol=1e-12)

@@ -50,7 +50,10 @@ from mcoe_ros.ocp.solver import MCOESolver, SolverOptions
 from mcoe_ros.payload.online import OnlinePayloadRls
 
 MAX_PAYLOAD_MASS = 200.0  #: kg; a solve claiming more is treated as diverged
-REBUILD_ITERATIONS = 3  #: at least this many for a warm rebuild (a new problem, but warm: not max_iterations_cold)
+#: a late tick (more than a window after the previous solve: no knot in common) re-uses the solver: it is shifted by a
+#: whole window (the knots' data recycled where the contact phase matches, no allocation), the arrival prior and the
+#: states are a warm rebuild's (odometry, payload belief), and it runs the warm budget (solver.max_iterations), so the
+#: next tick is not late again (docs/tworate.md, session 5)
 #: None: a cold start runs its max_iterations_cold in one tick. A number: they are spread over ticks, at most this
 #: many per tick (a bounded tick): the window shifts between them like a warm tick, keeping the prior of a problem
 #: built from scratch, and nothing is published until the budget is spent or the solve converged (``warmup_ticks``
@@ -83,7 +86,8 @@ class Counters:
     ticks: int = 0
     held: int = 0
     skipped: int = 0  #: due ticks never solved because a newer window was solved instead
-    rebuilt: int = 0  #: warm rebuilds (a tick more than a window after the previous solve)
+    rebuilt: int = 0  #: problems built anew after the first (held ticks, restarts, payload resets)
+    late: int = 0  #: late ticks (more than a window after the previous solve): the solver shifted by a whole window
     deadline_misses: int = 0  #: solves stopped by solver.time_budget
     warmup: int = 0  #: ticks of a cold start that iterated without publishing (see COLD_ITERATIONS_PER_TICK)
     iterations: list = None  #: iterations of every successful solve
@@ -344,22 +348,32 @@ class Estimator:
         self.rebase(est, tick)
         return [est]
 
-    def _fresh_solver(self, knots: list[GridKnot]) -> MCOESolver:
+    def _fresh_solver(self, knots: list[GridKnot], solver: MCOESolver | None = None) -> MCOESolver:
         """Solver on a new problem over the window from sensor-based guesses and the current payload belief.
 
         Base positions and velocities come from the input-rate odometry when it covers the window (a warm
         rebuild), else the last base position (kept by a payload reset; the standing height at the start) and zero
-        velocity."""
+        velocity. ``solver``: an existing solver to re-use instead (a late tick): shifted by the whole window, its
+        knots' data recycled where the contact phase matches, then given this problem's arrival prior and guess."""
         position = np.zeros(3) if self.last_position is None else self.last_position.copy()
         if self.last_position is None:
             position[2] = self.builder.standing_height(knots[0])
         base = self.propagator.states_at([k.t for k in knots]) if self.last_position is not None else None
-        parts = self.builder.fresh_parts(knots, position, self.theta, self.theta_info, base)
-        solver = self._new_solver(*parts[:4])
+        running, terminal, inputs, prior, xs = self.builder.fresh_parts(
+            knots, position, self.theta, self.theta_info, base
+        )
+        if solver is None:
+            solver = self._new_solver(running, terminal, inputs, prior)
+        elif isinstance(solver, compiled.CompiledSolver):  # its marginal prior is the stored one (no evaluation)
+            solver.shift(self.n_intervals, running, terminal, inputs[:-1], inputs[-1], self.builder.noise_info)
+        else:  # the Python solver: neither the marginal prior nor the rollout (replaced below)
+            args = (self.n_intervals, running, terminal, inputs[:-1], inputs[-1], self.builder.noise_info)
+            solver.shift(*args, marginalize=False, xs_new=xs[1:])
+        solver.problem.prior = prior
         guess = self.theta.copy()
         if self.rls_pi is not None:  # RLS warm start of the payload body (oe+rls)
             guess[:10] = self.param.parts[0].theta(self.rls_pi)
-        solver.set_guess(parts[4], None, guess)
+        solver.set_guess(xs, None, guess)
         return solver
 
     def _new_solver(self, running, terminal, inputs, prior) -> MCOESolver | compiled.CompiledSolver:
@@ -406,15 +420,18 @@ class Estimator:
         if tick.restarted:
             self.solver = None
         warming = self._warmup_left > 0 and self.solver is not None  # a cold start still converging
+        # more than a window since the previous solve: no knot in common (its cost includes the guess's transient)
+        late = self.solver is not None and new_knots > self.n_intervals
         t_wall = time.perf_counter()
         try:
-            # more than a window since the previous solve (a slow machine): rebuild the problem, warm from the
-            # odometry and the payload belief, with a warm iteration budget
-            rebuild = self.solver is not None and new_knots > self.n_intervals and self.last_good is not None
-            cold = self.solver is None or new_knots > self.n_intervals
+            # more than a window since the previous solve (a slow machine, a long cold start): the solver shifted by
+            # the whole window, warm from the odometry and the payload belief, with the warm iteration budget
+            rebuild = late and self.last_good is not None
+            cold = self.solver is None or late
             if cold:
-                self.solver = self._fresh_solver(knots)
-                self.counters.rebuilt += rebuild
+                self.counters.rebuilt += self.solver is None and self.counters.ticks > 0
+                self.counters.late += late
+                self.solver = self._fresh_solver(knots, self.solver if late else None)
                 cold = not rebuild
                 warming = False
                 self._warmup_left = self.cold_iterations if cold else 0
@@ -439,8 +456,6 @@ class Estimator:
             spread = COLD_ITERATIONS_PER_TICK
             if cold or warming:  # the cold start's budget (spread over ticks)
                 iterations = min(self._warmup_left, max(spread or self._warmup_left, iterations))
-            elif rebuild:
-                iterations = max(iterations, REBUILD_ITERATIONS)
 
             def run(solver=solver, knots=knots, iterations=iterations):
                 if self.actuator_guard is not None:
@@ -454,7 +469,7 @@ class Estimator:
                 done = result.converged or spread is None
                 self._warmup_left = 0 if done else max(self._warmup_left - max(result.iterations, 1), 0)
             cold = cold or warming  # the cost of a cold start includes its initial transient
-            failure = self._check(result) or self._implausible(result, cold)
+            failure = self._check(result) or self._implausible(result, cold or late)
         except (np.linalg.LinAlgError, FloatingPointError) as err:
             result, failure = None, f"solver error: {err}"
         elapsed = time.perf_counter() - t_wall
@@ -503,7 +518,7 @@ class Estimator:
         self.last_position = est.position.copy()
         self.last_status = "ok"
         self._held_in_row = 0
-        if not cold:  # warm solves set the cost scale (a cold solve's cost includes the initial transient)
+        if not (cold or late):  # warm solves set the cost scale (a cold or late solve's includes the transient)
             self._recent_costs.append(result.cost)
         if self.rls_pi is not None and self.payload_mode == "rls":
             return self._with_rls_payload(est)
@@ -707,8 +722,8 @@ class Estimator:
         )
 
     def _schedule_values(self) -> dict[str, str | int]:
-        """Two-rate output and solve scheduling: solve rate (per sensor second), skipped ticks, warm rebuilds,
-        deadline misses, and the size of the odometry corrections at re-anchoring."""
+        """Two-rate output and solve scheduling: solve rate (per sensor second), skipped ticks, rebuilt problems, late
+        ticks, deadline misses, and the size of the odometry corrections at re-anchoring."""
         c, prop = self.counters, self.propagator
         span = (self.window.n_created * self.dt) or 1.0
         corrections = np.array(prop.corrections[-200:]) if prop.corrections else np.zeros(1)
@@ -716,6 +731,7 @@ class Estimator:
             "solve_rate_hz": f"{c.ticks / span:.2f}",
             "skipped_ticks": c.skipped,
             "rebuilt_ticks": c.rebuilt,
+            "late_ticks": c.late,
             "deadline_misses": c.deadline_misses,
             "warmup_ticks": c.warmup,
             "odom_correction_last_mm": f"{1e3 * prop.correction:.2f}",

@@ -22,8 +22,9 @@ and drops back to the solve's at every re-anchoring.
 
 Threading (the ROS node): :meth:`Propagator.step` runs in the sensor callback under the sample lock (about 0.1 ms
 of CPU); a re-anchoring is split into :meth:`Propagator.begin` (under the lock: snapshot of the buffered
-samples, O(their number) references), :meth:`Rebase.run` (outside the lock, the expensive part) and
-:meth:`Propagator.finish` (under the lock: the few samples that arrived meanwhile, then the swap).
+samples, O(their number) references), :meth:`Rebase.run` (outside the lock, the expensive part; the node runs it as
+:meth:`Rebase.run_some` in bounded chunks from the sensor callback instead) and :meth:`Propagator.finish` (under the
+lock: the few samples that arrived meanwhile, then the swap).
 """
 
 from __future__ import annotations
@@ -135,6 +136,7 @@ class Propagator:
         self.correction = 0.0  #: m, of the last re-anchoring
         self.corrections: list[float] = []  #: every re-anchoring's correction, m
         self._seq = 0
+        self.resets = 0  #: silences that ended the track (a re-anchoring begun before one is dropped)
         self.scratch = Scratch(robot)  #: of the sample thread (push, finish)
         self.rebase_scratch = Scratch(robot)  #: of Rebase.run (the solve thread; one rebase at a time)
 
@@ -160,6 +162,7 @@ class Propagator:
         """Forget everything (an input silence longer than :data:`MAX_STEP`)."""
         self.entries.clear()
         self.track = None
+        self.resets += 1
 
     # ---------------------------------------------------------------- the step
     def step(self, track: Track, entry: Entry, scratch: Scratch) -> None:
@@ -255,7 +258,7 @@ class Propagator:
         if self.entries and self.entries[0].t > t_local + STALE_TOLERANCE:
             return None
         track = self.anchor(est, anchor_imu, t_local)
-        return Rebase(self, track, self._tail(lambda entry: entry.t <= t_local))
+        return Rebase(self, track, self._tail(lambda entry: entry.t <= t_local), resets=self.resets)
 
     def newer_than(self, seq: int) -> list[Entry]:
         """The buffered samples after sample number ``seq`` (under the sample lock; cheap)."""
@@ -275,6 +278,8 @@ class Propagator:
         """Catch the re-anchored track up with the samples that arrived since :meth:`begin` and make it the
         current one (call under the sample lock). Returns the correction (m): how far the output jumped."""
         track = rebase.track
+        if rebase.resets != self.resets:  # begun before an input silence ended the track: stale
+            return 0.0
         for entry in self.entries:
             if entry.seq > track.last_seq and entry.t > track.t:
                 self.step(track, entry, self.scratch)
@@ -340,6 +345,8 @@ class Rebase:
     propagator: Propagator
     track: Track
     entries: list[Entry]
+    done: int = 0  #: snapshot entries stepped by :meth:`run_some`
+    resets: int = 0  #: the propagator's resets at :meth:`Propagator.begin`
 
     def run(self, entries: list[Entry] | None = None) -> None:
         """Step the new track through the snapshot (or through ``entries``, e.g. a later
@@ -348,6 +355,22 @@ class Rebase:
         for entry in self.entries if entries is None else entries:
             if entry.seq > self.track.last_seq:
                 prop.step(self.track, entry, prop.rebase_scratch)
+
+    def run_some(self, n: int) -> bool:
+        """Step at most ``n`` samples: the snapshot's first, then the ones buffered since (the node's sensor thread,
+        under the sample lock, after each message: the re-propagation in bounded chunks that do not compete for the
+        GIL with a solve thread). True when caught up (then :meth:`Propagator.finish` has nothing left to step)."""
+        prop, track = self.propagator, self.track
+        if self.resets != prop.resets:  # the track ended meanwhile: finish drops this re-anchoring
+            return True
+        todo = self.entries[self.done : self.done + n]
+        self.done += len(todo)
+        if len(todo) < n:  # the snapshot is done: the samples that arrived since
+            seq, t = (todo[-1].seq, todo[-1].t) if todo else (track.last_seq, track.t)
+            todo += prop._tail(lambda entry: entry.seq <= seq or entry.t <= t)
+        for entry in todo[:n]:
+            prop.step(track, entry, prop.scratch)
+        return self.done >= len(self.entries) and len(todo) <= n
 
 
 class Scratch:

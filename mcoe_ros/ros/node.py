@@ -13,10 +13,12 @@ Two rates: every input message's callback steps the input-rate odometry
 publishes ``odom``, ``pose`` and TF from the callback thread, stamped with the input sample's time
 (:func:`mcoe_ros.io.messages.odometry_messages`); solves run in a worker thread on the newest window (ticks that came
 due meanwhile are skipped and counted), never under the sample lock, and each
-:class:`~mcoe_ros.estimation.estimate.Estimate` re-anchors the odometry (the expensive re-propagation also outside
-the lock) and becomes the solve-rate messages of :func:`mcoe_ros.io.messages.estimate_messages` (``solve/odom``,
-payload). The Python solver holds the GIL while it computes; the node lowers the interpreter's switch interval to
-:data:`GIL_SWITCH_INTERVAL` so that a sensor callback waits at most about that long for it.
+:class:`~mcoe_ros.estimation.estimate.Estimate` re-anchors the odometry (the re-propagation through the samples since
+its newest node is stepped by the sensor callbacks, :data:`REBASE_STEPS` per message after its odometry is out, so
+the solve thread does not hold the GIL for it) and becomes the solve-rate messages of
+:func:`mcoe_ros.io.messages.estimate_messages` (``solve/odom``, payload). The Python solver holds the GIL while it
+computes; the node lowers the interpreter's switch interval to :data:`GIL_SWITCH_INTERVAL` so that a sensor callback
+waits at most about that long for it.
 
 Outputs (relative names, so they follow the node namespace): ``odom`` (nav_msgs/Odometry), ``pose``
 (PoseWithCovarianceStamped) at input rate, ``solve/odom`` at solve rate, ``payload/inertia``,
@@ -60,7 +62,11 @@ DRAIN_MAX = 64  #: queued input messages handled in one callback (the executor s
 DECODER_CHECKS = 20  #: first LowState messages whose in-place decoding is compared with rclpy's deserialisation
 DECODER_CHECK_EVERY = 5000  #: and every this many messages after that
 SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=2000, reliability=ReliabilityPolicy.BEST_EFFORT)
-GIL_SWITCH_INTERVAL = 0.0005  #: s; Python's default 5 ms would let the solver thread delay a callback that long
+#: re-propagation steps per input message after a solve (the sensor thread catches the new track up: a step is about
+#: 0.1 ms; the solve thread would hold the GIL for all of them at once and delay the callbacks)
+REBASE_STEPS = 4
+REBASE_IDLE = 0.05  #: s without input after which the solve thread finishes a pending re-anchoring itself
+GIL_SWITCH_INTERVAL = 0.0001  #: s; Python's default 5 ms would let the solver thread delay a callback that long
 LATCHED_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST,
     depth=1,
@@ -185,6 +191,8 @@ class EstimatorNode(Node):
         # a worker thread so that callbacks keep draining the subscription queues during a solve.
         self._lock = threading.Lock()
         self._wake = threading.Event()
+        self._rebase = None  #: a solve's re-anchoring being caught up by the sensor callbacks (_catch_up)
+        self._last_input = time.monotonic()  #: of the last input message handled
         self._running = True
         self._worker = threading.Thread(target=self._solve_loop, name="mcoe_solver", daemon=True)
         self._worker.start()
@@ -206,6 +214,8 @@ class EstimatorNode(Node):
                 self._latency.append(time.perf_counter() - t0)
             with self._lock:
                 self.feed.advance()
+                self._catch_up()
+            self._last_input = time.monotonic()
             self._wake.set()
         except Exception as err:  # keep running on anything unexpected, but say so
             self.feed.count_error("internal_error", repr(err))
@@ -217,6 +227,7 @@ class EstimatorNode(Node):
             self._wake.wait(0.1)
             self._wake.clear()
             try:
+                self._finish_idle_rebase()
                 with self._lock:
                     tick = self.feed.due()  # always the newest window
                 if tick is None:
@@ -224,27 +235,38 @@ class EstimatorNode(Node):
                 est = self.feed.solve(tick)  # never under the lock
                 if est is None:
                     continue
-                with self._lock:
-                    rebase = self.feed.begin_rebase(est, tick)
-                if rebase is not None:
-                    rebase.run()  # re-propagation through the buffered samples, outside the lock
-                    for _ in range(3):  # and through most of the samples that arrived meanwhile
-                        with self._lock:
-                            newer = self.feed.estimator.propagator.newer_than(rebase.track.last_seq)
-                        if len(newer) <= 2:
-                            break
-                        rebase.run(newer)
-                    with self._lock:
-                        self.feed.finish_rebase(rebase)
-                        odo = self.feed.estimator.propagator.output(self.feed.estimator.epoch or 0.0)
-                    if odo is not None:  # e.g. the first solve, or a solve after the input stopped
-                        self._publish_odometry(odo)
+                with self._lock:  # re-anchoring: the sensor callbacks step it (a newer solve replaces it)
+                    self._rebase = self.feed.begin_rebase(est, tick) or self._rebase
                 self._publish(est)
+                self._wake.set()  # back soon: finish the re-anchoring if the input has stopped
             except Exception as err:  # the worker never dies; the failure is counted and logged
                 if not self._running or not self.context.ok():
                     return
                 self.feed.count_error("internal_error", repr(err))
                 self._log_error(f"estimator error: {err!r}")
+
+    def _finish_idle_rebase(self) -> None:
+        """The solve thread finishes a pending re-anchoring when no input message has stepped it for
+        :data:`REBASE_IDLE` s (the input stopped: e.g. the last solve of a stream) and publishes its odometry."""
+        if self._rebase is None or time.monotonic() - self._last_input < REBASE_IDLE:
+            return
+        with self._lock:
+            rebase, self._rebase = self._rebase, None
+            if rebase is None:
+                return
+            rebase.run()
+            self.feed.finish_rebase(rebase)
+            odo = self.feed.estimator.propagator.output(self.feed.estimator.epoch or 0.0)
+        if odo is not None:
+            self._publish_odometry(odo)
+
+    def _catch_up(self) -> None:
+        """Step the pending re-anchoring by :data:`REBASE_STEPS` samples and make it current once it has caught up
+        (the sensor thread, under the sample lock, after the message's odometry is out)."""
+        rebase = self._rebase
+        if rebase is not None and rebase.run_some(REBASE_STEPS):
+            self._rebase = None
+            self.feed.finish_rebase(rebase)
 
     def _lower_priority(self, niceness: int) -> None:
         """Nice this (the solve) thread by ``niceness``: on Linux a thread has its own nice value, so the sensor
