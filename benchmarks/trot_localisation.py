@@ -78,6 +78,7 @@ CASES = [
 #: the two changes of this branch, off (their parameters' "off" values)
 NO_GROUND = {"noise.foot_height": 0.0}
 NO_SETTLE = {"contact.settle_fraction": 0.0, "contact.settle_time": 0.0}
+NO_IMPULSE = "estimator.impulse_on_touchdown"
 
 #: OE rows: (name, parameter overrides, inject the simulator's contact flags)
 OE_ROWS = [
@@ -87,6 +88,19 @@ OE_ROWS = [
     ("OE before, true contact flags", {**NO_GROUND, **NO_SETTLE}, True),
     ("OE + ground height only", NO_SETTLE, False),
     ("OE + settled feet only", NO_GROUND, False),
+    # what still holds the horizontal error (docs/localisation.md, "The horizontal error")
+    ("OE deployed, no impulse at touch-down", {NO_IMPULSE: False}, False),
+    ("OE rigid contacts: settled feet", {"dynamics.rigid_contacts": "settled"}, False),
+    ("OE rigid contacts: settled feet, true contact flags", {"dynamics.rigid_contacts": "settled"}, True),
+    ("OE rigid contacts: settled feet, no impulse", {"dynamics.rigid_contacts": "settled", NO_IMPULSE: False}, False),
+    ("OE rigid contacts: delayed by the settle time", {"dynamics.rigid_contacts": "delayed"}, False),
+    ("OE rigid contacts: released when unloading", {"dynamics.rigid_contacts": "unloading"}, False),
+    ("OE process noise x1.5", {"noise.process_velocity": 0.03}, False),
+    ("OE process noise x2", {"noise.process_velocity": 0.04}, False),
+    ("OE process noise x4", {"noise.process_velocity": 0.08}, False),
+    ("OE process noise x8", {"noise.process_velocity": 0.16}, False),
+    ("OE 3 solver iterations per tick", {"solver.max_iterations": 3}, False),
+    ("OE foot velocity noise x5", {"noise.foot_velocity": 0.1}, False),
 ]
 
 

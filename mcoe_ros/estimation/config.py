@@ -198,6 +198,7 @@ class RobustConfig:
 
 
 DYNAMICS_MODELS = ("rigid", "soft")
+RIGID_CONTACT_SETS = ("detected", "settled", "delayed", "unloading")
 
 
 @dataclass(frozen=True)
@@ -215,10 +216,17 @@ class DynamicsConfig:
     soft_smoothing: float = 1.0  #: softplus smoothing of the normal force, N
     ground_height: float = 0.0  #: m, odometry frame (the window starts with the lowest foot at z = 0)
     newton_max_iterations: int = 50  #: per interval step; no convergence holds the tick's solve
+    #: which stance feet are rigid contacts of the 'rigid' model (a foot entering the set starts an impulse):
+    #: 'detected' every foot the detector flags, from its detected touch-down to its lift-off; 'settled' only the
+    #: settled feet (ContactDetector.settled: past contact.settle_time and loaded), 'delayed' from
+    #: contact.settle_time after the touch-down to the lift-off
+    rigid_contacts: str = "detected"
 
     def __post_init__(self):
         if self.model not in DYNAMICS_MODELS:
             raise ValueError(f"dynamics model must be one of {DYNAMICS_MODELS}, got {self.model!r}")
+        if self.rigid_contacts not in RIGID_CONTACT_SETS:
+            raise ValueError(f"rigid contact set must be one of {RIGID_CONTACT_SETS}, got {self.rigid_contacts!r}")
 
 
 @dataclass(frozen=True)

@@ -385,6 +385,13 @@ _TABLE: tuple[Param, ...] = (
         "estimator.dynamics.newton_max_iterations",
         "soft contact: Newton iterations per interval step (no convergence: the tick is held)",
     ),
+    Param(
+        "dynamics.rigid_contacts",
+        "estimator.dynamics.rigid_contacts",
+        "rigid model: stance feet held still by the dynamics (impulse when a foot enters): every detected one, the"
+        " settled ones, or detected ones from contact.settle_time after touch-down",
+        ("detected", "settled", "delayed", "unloading"),
+    ),
     # solver
     Param("solver.max_iterations", "estimator.solver.max_iterations", "solver iterations per tick"),
     Param(
