@@ -171,6 +171,10 @@ class ProblemBuilder:
         if noise.process_model == "velocity":
             self.noise_dims = np.arange(nv, 2 * nv)
             self.noise_info = np.full(nv, noise.process_velocity**-2.0)
+            if noise.process_base_linear > 0.0 and robot.nu_base:
+                self.noise_info[:3] = noise.process_base_linear**-2.0
+            if noise.process_joint_velocity > 0.0:
+                self.noise_info[robot.nu_base :] = noise.process_joint_velocity**-2.0
             if noise.joint_torque > 0.0:
                 torque_std = np.full(robot.nj, noise.joint_torque)
 

@@ -65,6 +65,14 @@ class NoiseConfig:
     process_model: str = "velocity"  #: one of PROCESS_NOISE_MODELS
     process_position: float = 1e-4  #: per grid step, m or rad (process_model 'full' only)
     process_velocity: float = 0.02  #: per grid step, m/s or rad/s
+    #: per grid step on the base's linear velocity (base axes), m/s; 0 = process_velocity. The rigid contacts hold
+    #: every detected stance foot still, while real feet slide and roll through the touch-down transient and the
+    #: unloading before lift-off: the base velocity's random walk is where that unmodelled sliding goes
+    #: (docs/localisation.md, "The horizontal error")
+    process_base_linear: float = 0.0
+    #: per grid step on the joint velocities, rad/s; 0 = process_velocity. A held foot can only slide in the model
+    #: through joint motion that the base motion does not explain (docs/localisation.md, "The horizontal error")
+    process_joint_velocity: float = 0.04
     joint_torque: float = 0.0  #: white noise of the reported joint torques, N m (process_model 'velocity' only)
     arrival_position: float = 0.05  #: m or rad
     arrival_velocity: float = 0.5  #: m/s or rad/s
