@@ -78,15 +78,49 @@ CASES = [
 #: the two changes of this branch, off (their parameters' "off" values)
 NO_GROUND = {"noise.foot_height": 0.0}
 NO_SETTLE = {"contact.settle_fraction": 0.0, "contact.settle_time": 0.0}
+NO_IMPULSE = "estimator.impulse_on_touchdown"
+#: the joint velocities' process noise before it had its own parameter (the common noise.process_velocity)
+OLD_JOINT = {"noise.process_joint_velocity": 0.0}
+SETTLED = {"dynamics.rigid_contacts": "settled"}
 
 #: OE rows: (name, parameter overrides, inject the simulator's contact flags)
 OE_ROWS = [
     ("OE (deployed: ground height + settled feet)", {}, False),
     ("OE deployed, true contact flags", {}, True),
-    ("OE before (both off)", {**NO_GROUND, **NO_SETTLE}, False),
-    ("OE before, true contact flags", {**NO_GROUND, **NO_SETTLE}, True),
-    ("OE + ground height only", NO_SETTLE, False),
-    ("OE + settled feet only", NO_GROUND, False),
+    ("OE without ground height and settled feet", {**OLD_JOINT, **NO_GROUND, **NO_SETTLE}, False),
+    ("OE without ground height and settled feet, true contact flags", {**OLD_JOINT, **NO_GROUND, **NO_SETTLE}, True),
+    ("OE + ground height only", {**OLD_JOINT, **NO_SETTLE}, False),
+    ("OE + settled feet only", {**OLD_JOINT, **NO_GROUND}, False),
+    # what still holds the horizontal error (docs/localisation.md, "The horizontal error"): measured on the
+    # defaults before noise.process_joint_velocity (OLD_JOINT), then that parameter
+    ("OE before joint process noise (= process_velocity)", OLD_JOINT, False),
+    ("OE before, no impulse at touch-down", {**OLD_JOINT, NO_IMPULSE: False}, False),
+    ("OE before, rigid contacts: settled feet", {**OLD_JOINT, "dynamics.rigid_contacts": "settled"}, False),
+    ("OE before, rigid contacts: settled feet, true contact flags", {**OLD_JOINT, **SETTLED}, True),
+    ("OE before, rigid contacts: settled feet, no impulse", {**OLD_JOINT, **SETTLED, NO_IMPULSE: False}, False),
+    (
+        "OE before, rigid contacts: delayed by the settle time",
+        {**OLD_JOINT, "dynamics.rigid_contacts": "delayed"},
+        False,
+    ),
+    (
+        "OE before, rigid contacts: released when unloading",
+        {**OLD_JOINT, "dynamics.rigid_contacts": "unloading"},
+        False,
+    ),
+    ("OE before, 3 solver iterations per tick", {**OLD_JOINT, "solver.max_iterations": 3}, False),
+    ("OE before, foot velocity noise x5", {**OLD_JOINT, "noise.foot_velocity": 0.1}, False),
+    ("OE before, + joint torque noise 1 N m", {**OLD_JOINT, "noise.joint_torque": 1.0}, False),
+    ("OE before, + joint torque noise 3 N m", {**OLD_JOINT, "noise.joint_torque": 3.0}, False),
+    ("OE before, process noise (all velocities) x1.5", {**OLD_JOINT, "noise.process_velocity": 0.03}, False),
+    ("OE before, process noise (all velocities) x2", {**OLD_JOINT, "noise.process_velocity": 0.04}, False),
+    ("OE before, process noise (all velocities) x4", {**OLD_JOINT, "noise.process_velocity": 0.08}, False),
+    ("OE before, process noise (all velocities) x8", {**OLD_JOINT, "noise.process_velocity": 0.16}, False),
+    ("OE before, base linear process noise x2", {**OLD_JOINT, "noise.process_base_linear": 0.04}, False),
+    ("OE before, base linear process noise x4", {**OLD_JOINT, "noise.process_base_linear": 0.08}, False),
+    ("OE before, base linear process noise x8", {**OLD_JOINT, "noise.process_base_linear": 0.16}, False),
+    ("OE joint process noise 0.08 rad/s", {"noise.process_joint_velocity": 0.08}, False),
+    ("OE joint process noise 0.16 rad/s", {"noise.process_joint_velocity": 0.16}, False),
 ]
 
 
@@ -155,11 +189,20 @@ def run_oe(bag: dict, overrides: dict, truth_flags: bool, with_ekf: bool) -> dic
     feed = SensorFeed(config, est)
     series, t0 = bag["series"], bag["t0"]
     history, knots, seen = [], [], 0
+    oldest = {}  #: knot time -> (knot, base velocity world axes) of the last solve that held it (before marginalised)
     wall = time.perf_counter()
     for k in range(len(series)):
         feed.sample(t0 + float(series.t[k]), series.q[k], series.dq[k], series.tau[k], *series.imu(k))
         detector.epoch = est.epoch or 0.0
-        history.extend(feed.poll())
+        polled = feed.poll()
+        history.extend(polled)
+        if with_ekf and polled and est.solver is not None:
+            xs, window = est.solver.xs, list(est.window.knots)
+            nq = est.robot.nq
+            for knot, x in zip(window[-len(xs) :], xs, strict=False):
+                q = x[3:7]
+                rot = pin.Quaternion(q[3], q[0], q[1], q[2]).toRotationMatrix()
+                oldest[knot.t] = (knot, rot @ x[nq : nq + 3])
         new = est.window.n_created - seen
         seen = est.window.n_created
         if with_ekf and new > 0:
@@ -174,7 +217,44 @@ def run_oe(bag: dict, overrides: dict, truth_flags: bool, with_ekf: bool) -> dic
     out["wall_s"] = time.perf_counter() - wall
     if with_ekf:
         out["_knots"] = (knots, est.epoch or 0.0, est)
+        out["velocity_attribution"] = velocity_attribution(bag, oldest, est.epoch or 0.0, est.dt)
     return out
+
+
+#: knot classes of :func:`velocity_attribution`
+PHASES = ("touch-down transient", "unloading", "settled stance")
+
+
+def velocity_attribution(bag: dict, oldest: dict, epoch: float, dt: float) -> dict:
+    """Where the OE's horizontal position error accumulates: per knot class (a detected stance foot down for less
+    than ``contact.settle_time``: touch-down transient; else a detected stance foot past it but not settled (unloaded
+    below ``contact.settle_fraction`` of the mean): unloading; else settled stance), the share of knots, the mean
+    horizontal base-velocity error (mm/s) of the window's oldest solution of each knot (the one marginalised into
+    the prior) against the truth, and the horizontal displacement error it integrates to (sum v_err dt, cm; the
+    classes add up to the total)."""
+    out = {}
+    total = np.zeros(2)
+    for t in sorted(oldest):
+        knot, v = oldest[t]
+        err = (v - truth_at(bag, t + epoch)[2])[:2]
+        c, a, st = (np.array(f if f is not None else knot.contacts) for f in (knot.contacts, knot.aged, knot.settled))
+        phase = PHASES[0] if (c & ~a).any() else PHASES[1] if (a & ~st).any() else PHASES[2]
+        row = out.setdefault(phase, {"n": 0, "sum": np.zeros(2)})
+        row["n"] += 1
+        row["sum"] += err
+        total += err * dt
+    n = sum(r["n"] for r in out.values()) or 1
+    res = {
+        p: {
+            "share_pct": 100.0 * r["n"] / n,
+            "mean_err_mm_s": 1e3 * float(np.linalg.norm(r["sum"] / r["n"])),
+            "displacement_cm": 100.0 * float(np.linalg.norm(r["sum"] * dt)),
+            "along_total_cm": 100.0 * float(r["sum"] * dt @ total / max(np.linalg.norm(total), 1e-12)),
+        }
+        for p, r in out.items()
+    }
+    res["total_cm"] = 100.0 * float(np.linalg.norm(total))
+    return res
 
 
 def knot_truth_flags(bag: dict, times: np.ndarray) -> np.ndarray:
@@ -282,6 +362,26 @@ def render(results: dict) -> str:
             f"| {name} | {k['stances']} | {fmt(k['sink_mm'], '.1f')} | {fmt(k['below_td_at_lo_mm'], '.1f')} | "
             f"{k['vel_bias_xy_mm_s']:.1f} / {k['vel_bias_z_mm_s']:+.1f} | {k['vel_rms_mm_s']:.0f} |"
         )
+    lines += [
+        "",
+        "### Where the OE's horizontal error accumulates (first OE row, window's oldest solution of each knot)",
+        "",
+        "| case | knot class | share of knots % | mean xy velocity error mm/s | integrated xy error cm | "
+        "along the total cm |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, res in results.items():
+        att = next((r["velocity_attribution"] for r in res["rows"].values() if "velocity_attribution" in r), None)
+        if not att:
+            continue
+        for phase in PHASES:
+            a = att.get(phase)
+            if a:
+                lines.append(
+                    f"| {name} | {phase} | {a['share_pct']:.1f} | {a['mean_err_mm_s']:.1f} | "
+                    f"{a['displacement_cm']:.2f} | {a['along_total_cm']:+.2f} |"
+                )
+        lines.append(f"| {name} | total | 100 | | {att['total_cm']:.2f} | |")
     lines += [
         "",
         "### Localisation",

@@ -144,6 +144,7 @@ class ProblemBuilder:
         self.robot = robot
         noise = config.noise
         self.impulse = config.grid.impulse_on_touchdown
+        self.rigid_contacts = config.dynamics.rigid_contacts
         self.parameters = parameters
         layout = parameters.layout
         measurements = [
@@ -170,6 +171,10 @@ class ProblemBuilder:
         if noise.process_model == "velocity":
             self.noise_dims = np.arange(nv, 2 * nv)
             self.noise_info = np.full(nv, noise.process_velocity**-2.0)
+            if noise.process_base_linear > 0.0 and robot.nu_base:
+                self.noise_info[:3] = noise.process_base_linear**-2.0
+            if noise.process_joint_velocity > 0.0:
+                self.noise_info[robot.nu_base :] = noise.process_joint_velocity**-2.0
             if noise.joint_torque > 0.0:
                 torque_std = np.full(robot.nj, noise.joint_torque)
 
@@ -219,9 +224,20 @@ class ProblemBuilder:
         """Running models (one per interval) and the terminal model of a run of knots."""
         running = []
         for knot in knots[:-1]:
-            running.append(self.interval_model(knot.contacts, prev_contacts, knot.measured))
-            prev_contacts = knot.contacts
-        return running, self.interval_model(knots[-1].contacts, None, knots[-1].measured)
+            held = self.held(knot)
+            running.append(self.interval_model(held, prev_contacts, knot.measured))
+            prev_contacts = held
+        return running, self.interval_model(self.held(knots[-1]), None, knots[-1].measured)
+
+    def held(self, knot: GridKnot) -> tuple[bool, ...]:
+        """The stance feet of a knot that the rigid dynamics holds still (``dynamics.rigid_contacts``)."""
+        if self.rigid_contacts == "settled" and knot.settled is not None:
+            return knot.settled
+        if self.rigid_contacts == "delayed" and knot.aged is not None:
+            return knot.aged
+        if self.rigid_contacts == "unloading" and knot.aged is not None and knot.settled is not None:
+            return tuple(c and (not a or s) for c, a, s in zip(knot.contacts, knot.aged, knot.settled, strict=True))
+        return knot.contacts
 
     @staticmethod
     def knot_inputs(knot: GridKnot, model: MultibodyIntervalModel) -> tuple[np.ndarray, np.ndarray]:
@@ -365,7 +381,7 @@ class ProblemBuilder:
         """(running, terminal, inputs, terminal_input) for :meth:`mcoe_ros.ocp.solver.MCOESolver.shift` by the k
         newest knots of ``knots`` (the window after the new knots arrived)."""
         new = knots[-(k + 1) :]
-        prev = knots[-(k + 2)].contacts if len(knots) >= k + 2 else None
+        prev = self.held(knots[-(k + 2)]) if len(knots) >= k + 2 else None
         running, terminal = self.phase_models(new, prev)
         inputs = [self.knot_inputs(n, m) for n, m in zip(new[:-1], running, strict=True)]
         return running, terminal, inputs, self.knot_inputs(new[-1], terminal)

@@ -65,6 +65,14 @@ class NoiseConfig:
     process_model: str = "velocity"  #: one of PROCESS_NOISE_MODELS
     process_position: float = 1e-4  #: per grid step, m or rad (process_model 'full' only)
     process_velocity: float = 0.02  #: per grid step, m/s or rad/s
+    #: per grid step on the base's linear velocity (base axes), m/s; 0 = process_velocity. The rigid contacts hold
+    #: every detected stance foot still, while real feet slide and roll through the touch-down transient and the
+    #: unloading before lift-off: the base velocity's random walk is where that unmodelled sliding goes
+    #: (docs/localisation.md, "The horizontal error")
+    process_base_linear: float = 0.0
+    #: per grid step on the joint velocities, rad/s; 0 = process_velocity. A held foot can only slide in the model
+    #: through joint motion that the base motion does not explain (docs/localisation.md, "The horizontal error")
+    process_joint_velocity: float = 0.04
     joint_torque: float = 0.0  #: white noise of the reported joint torques, N m (process_model 'velocity' only)
     arrival_position: float = 0.05  #: m or rad
     arrival_velocity: float = 0.5  #: m/s or rad/s
@@ -198,6 +206,7 @@ class RobustConfig:
 
 
 DYNAMICS_MODELS = ("rigid", "soft")
+RIGID_CONTACT_SETS = ("detected", "settled", "delayed", "unloading")
 
 
 @dataclass(frozen=True)
@@ -215,10 +224,17 @@ class DynamicsConfig:
     soft_smoothing: float = 1.0  #: softplus smoothing of the normal force, N
     ground_height: float = 0.0  #: m, odometry frame (the window starts with the lowest foot at z = 0)
     newton_max_iterations: int = 50  #: per interval step; no convergence holds the tick's solve
+    #: which stance feet are rigid contacts of the 'rigid' model (a foot entering the set starts an impulse):
+    #: 'detected' every foot the detector flags, from its detected touch-down to its lift-off; 'settled' only the
+    #: settled feet (ContactDetector.settled: past contact.settle_time and loaded), 'delayed' from
+    #: contact.settle_time after the touch-down to the lift-off
+    rigid_contacts: str = "detected"
 
     def __post_init__(self):
         if self.model not in DYNAMICS_MODELS:
             raise ValueError(f"dynamics model must be one of {DYNAMICS_MODELS}, got {self.model!r}")
+        if self.rigid_contacts not in RIGID_CONTACT_SETS:
+            raise ValueError(f"rigid contact set must be one of {RIGID_CONTACT_SETS}, got {self.rigid_contacts!r}")
 
 
 @dataclass(frozen=True)

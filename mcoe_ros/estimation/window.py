@@ -33,6 +33,8 @@ class GridKnot:
     forces: np.ndarray  #: estimated ground reaction forces (nfeet, 3), world axes, N
     #: settled stance feet (their zero-velocity pseudo-measurement is used, ContactDetector.settled); None = contacts
     settled: tuple[bool, ...] | None = None
+    #: stance feet down for at least contact.settle_time (ContactDetector.aged); None = contacts
+    aged: tuple[bool, ...] | None = None
 
     @property
     def measured(self) -> tuple[bool, ...]:
@@ -113,7 +115,8 @@ class SlidingWindow:
             raw = self.detector.update(t, forces, self._foot_force)
             flags = tuple(bool(f) for f in raw)
             settled = tuple(bool(f) for f in self.detector.settled(t, np.asarray(flags), forces))
-            self.knots.append(GridKnot(t, joint, imu, flags, forces, settled))
+            aged = tuple(bool(f) for f in self.detector.aged)
+            self.knots.append(GridKnot(t, joint, imu, flags, forces, settled, aged))
             self.n_created += 1
             created += 1
         return created

@@ -219,6 +219,16 @@ _TABLE: tuple[Param, ...] = (
         "process noise on velocity per step, m/s or rad/s",
     ),
     Param(
+        "noise.process_base_linear",
+        "estimator.noise.process_base_linear",
+        "process noise on the base linear velocity per step (unmodelled foot sliding), m/s; 0 = process_velocity",
+    ),
+    Param(
+        "noise.process_joint_velocity",
+        "estimator.noise.process_joint_velocity",
+        "process noise on the joint velocities per step (unmodelled foot sliding), rad/s; 0 = process_velocity",
+    ),
+    Param(
         "noise.arrival_position",
         "estimator.noise.arrival_position",
         "initial arrival prior on configuration, m or rad",
@@ -385,6 +395,13 @@ _TABLE: tuple[Param, ...] = (
         "estimator.dynamics.newton_max_iterations",
         "soft contact: Newton iterations per interval step (no convergence: the tick is held)",
     ),
+    Param(
+        "dynamics.rigid_contacts",
+        "estimator.dynamics.rigid_contacts",
+        "rigid model: stance feet held still by the dynamics (impulse when a foot enters): every detected one, the"
+        " settled ones, or detected ones from contact.settle_time after touch-down",
+        ("detected", "settled", "delayed", "unloading"),
+    ),
     # solver
     Param("solver.max_iterations", "estimator.solver.max_iterations", "solver iterations per tick"),
     Param(
@@ -445,6 +462,8 @@ _BOUNDS = {
     "estimator.max_gap": POSITIVE,
     **{f"noise.{n}": POSITIVE for n in ("joint_position", "joint_velocity", "gyro", "orientation", "accelerometer")},
     **{f"noise.{n}": POSITIVE for n in ("foot_velocity", "process_position", "process_velocity")},
+    "noise.process_base_linear": NONNEGATIVE,
+    "noise.process_joint_velocity": NONNEGATIVE,
     **{f"noise.{n}": POSITIVE for n in ("arrival_position", "arrival_velocity")},
     "noise.joint_torque": NONNEGATIVE,
     "noise.foot_height": NONNEGATIVE,

@@ -61,6 +61,8 @@ class ContactDetector:
         self.flags = np.zeros(nf, dtype=bool)
         self._pending_since = np.full(nf, np.nan)
         self._stance_since = np.full(nf, np.nan)  #: time each foot's contact flag turned on (settled)
+        #: stance feet down for at least settle_time at the last call of settled() (nfeet,)
+        self.aged = np.zeros(nf, dtype=bool)
         self.forces = np.zeros((nf, 3))
         # columns of each foot's leg: the actuated joints that support the foot frame
         self._leg_cols = []
@@ -106,7 +108,8 @@ class ContactDetector:
         cfg = self.config
         fz = forces[:, 2]
         mean = float(fz[flags].mean()) if flags.any() else 0.0
-        return flags & (t - since >= cfg.settle_time - 1e-9) & (fz >= cfg.settle_fraction * mean)
+        self.aged = flags & (t - since >= cfg.settle_time - 1e-9)
+        return self.aged & (fz >= cfg.settle_fraction * mean)
 
     def estimate_forces(self, quat_wxyz, gyro, acc, qj, dqj, tau, ddqj=None, domega_imu=None) -> np.ndarray:
         """Ground reaction forces (nfeet, 3) on the robot, world axes, N, from one IMU sample (IMU frame: quaternion
