@@ -118,8 +118,9 @@ def test_a_long_stretch_without_solves_then_a_late_tick():
     assert est.propagator.correction == pytest.approx(np.linalg.norm(propagated.position - after.position))
 
 
-def test_split_re_anchoring_equals_the_synchronous_one():
-    """begin (snapshot), samples arriving, run, finish (catch up) == re-anchoring after the samples arrived."""
+def _twin_feeds_solved() -> tuple[list[SensorFeed], int, tuple, tuple]:
+    """Two identical feeds given 0.35 s of samples (odometry from their first solve on), each then solved on the
+    newest window: (feeds, samples given, (tick a, tick b), (solution a, solution b))."""
     feeds = [SensorFeed(), SensorFeed()]
     samples = list(low_states(0.35))
     for t, msg in samples:
@@ -133,22 +134,30 @@ def test_split_re_anchoring_equals_the_synchronous_one():
     est_a, est_b = (f.estimator for f in feeds)
     est_a.last_tick_n = est_b.last_tick_n = -(10**12)  # force a tick on the newest window
     tick_a, tick_b = est_a.due(), est_b.due()
-    sol_a, sol_b = est_a.solve(tick_a), est_b.solve(tick_b)
+    return feeds, len(samples), (tick_a, tick_b), (est_a.solve(tick_a), est_b.solve(tick_b))
+
+
+def _feed(feed: SensorFeed, samples: list) -> None:
+    """Give the feed the samples, with its odometry and grid advanced after each (no solve)."""
+    for t, msg in samples:
+        feed.low_state(msg, t)
+        feed.odometry()
+        feed.advance()
+
+
+def test_split_re_anchoring_equals_the_synchronous_one():
+    """begin (snapshot), samples arriving, run, finish (catch up) == re-anchoring after the samples arrived."""
+    feeds, n_samples, (tick_a, tick_b), (sol_a, sol_b) = _twin_feeds_solved()
+    est_a, est_b = (f.estimator for f in feeds)
     rebase = est_b.begin_rebase(sol_b, tick_b)
-    more = list(low_states(0.4))[len(samples) :]
-    for t, msg in more:
-        feeds[1].low_state(msg, t)
-        feeds[1].odometry()
-        feeds[1].advance()
+    more = list(low_states(0.4))[n_samples:]
+    _feed(feeds[1], more)
     rebase.run()
     half = est_b.propagator.newer_than(rebase.track.last_seq)[: len(more) // 2]
     assert half
     rebase.run(half)  # the node's catch-up outside the lock, then finish() steps the rest
     est_b.finish_rebase(rebase)
-    for t, msg in more:
-        feeds[0].low_state(msg, t)
-        feeds[0].odometry()
-        feeds[0].advance()
+    _feed(feeds[0], more)
     est_a.rebase(sol_a, tick_a)
     a, b = est_a.propagator.output(est_a.epoch), est_b.propagator.output(est_b.epoch)
     assert a.t == b.t and a.source == b.source == "propagated"
@@ -159,22 +168,10 @@ def test_split_re_anchoring_equals_the_synchronous_one():
 def test_re_anchoring_in_chunks_from_the_sensor_thread_equals_the_synchronous_one():
     """The node's path: begin (snapshot), then run_some(4) after every newer sample until caught up, then finish ==
     re-anchoring synchronously after the same samples."""
-    feeds = [SensorFeed(), SensorFeed()]
-    samples = list(low_states(0.35))
-    for t, msg in samples:
-        for feed in feeds:
-            feed.low_state(msg, t)
-            feed.odometry()
-            if feed.estimator.propagator.track is None:
-                feed.poll()
-            else:
-                feed.advance()
+    feeds, n_samples, (tick_a, tick_b), (sol_a, sol_b) = _twin_feeds_solved()
     est_a, est_b = (f.estimator for f in feeds)
-    est_a.last_tick_n = est_b.last_tick_n = -(10**12)
-    tick_a, tick_b = est_a.due(), est_b.due()
-    sol_a, sol_b = est_a.solve(tick_a), est_b.solve(tick_b)
     rebase = est_b.begin_rebase(sol_b, tick_b)
-    more = list(low_states(0.45))[len(samples) :]
+    more = list(low_states(0.45))[n_samples:]
     chunks = 0
     for i, (t, msg) in enumerate(more):
         feeds[1].low_state(msg, t)
@@ -186,10 +183,7 @@ def test_re_anchoring_in_chunks_from_the_sensor_thread_equals_the_synchronous_on
                 est_b.finish_rebase(rebase)
                 rebase = None
     assert rebase is None and chunks > 4
-    for t, msg in more:
-        feeds[0].low_state(msg, t)
-        feeds[0].odometry()
-        feeds[0].advance()
+    _feed(feeds[0], more)
     est_a.rebase(sol_a, tick_a)
     a, b = est_a.propagator.output(est_a.epoch), est_b.propagator.output(est_b.epoch)
     assert a.t == b.t and est_b.propagator.track.steps == est_a.propagator.track.steps

@@ -227,7 +227,8 @@ class DynamicsConfig:
     #: which stance feet are rigid contacts of the 'rigid' model (a foot entering the set starts an impulse):
     #: 'detected' every foot the detector flags, from its detected touch-down to its lift-off; 'settled' only the
     #: settled feet (ContactDetector.settled: past contact.settle_time and loaded), 'delayed' from
-    #: contact.settle_time after the touch-down to the lift-off
+    #: contact.settle_time after the touch-down to the lift-off, 'unloading' the detected feet except an aged foot
+    #: that is no longer settled (ablations: every set but 'detected' measured worse, docs/localisation.md)
     rigid_contacts: str = "detected"
 
     def __post_init__(self):
