@@ -56,7 +56,6 @@ from dataclasses import dataclass, field
 import mujoco
 import numpy as np
 import pinocchio as pin
-import yaml
 
 from mcoe_ros.apps.evaluate import (
     CHI2_BAND_95,
@@ -77,6 +76,7 @@ from mcoe_ros.payload.regression import PayloadRegressor, states_from_sensors
 from mcoe_ros.sim.cli import main as sim_main
 from mcoe_ros.testing.datasets import load_bag, regression_stream
 from mcoe_ros.testing.knot_ekf import KnotEkf
+from mcoe_ros.testing.reporting import parse_overrides
 
 SEED = 7
 SG_WINDOW = 0.01
@@ -368,10 +368,7 @@ def main() -> int:
         " (e.g. --set dynamics.model=soft --set actuator.enabled=false); repeatable",
     )
     args = ap.parse_args()
-    overrides = {}
-    for item in args.set:
-        key, _, value = item.partition("=")
-        overrides[key] = yaml.safe_load(value)
+    overrides = parse_overrides(args.set)
     cases = quick_cases() if args.quick else full_cases()
     if args.only:
         cases = [c for c in cases if any(s in c.name for s in args.only.split(","))]
