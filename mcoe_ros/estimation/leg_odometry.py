@@ -136,7 +136,8 @@ class LegKinematicsEkf:
         zero-velocity update on the feet ``still`` (nfeet,) (None: its detected stance feet) and the ground update on
         its detected stance feet."""
         self.predict(dt, knot.imu.quat, knot.imu.gyro, knot.imu.acc)
-        self.update(knot.imu.quat, knot.imu.gyro, knot.joint.q, knot.joint.dq, knot.contacts if still is None else still)
+        feet = knot.contacts if still is None else still
+        self.update(knot.imu.quat, knot.imu.gyro, knot.joint.q, knot.joint.dq, feet)
         self.update_ground_height(knot.imu.quat, knot.joint.q, knot.contacts)
 
     @property
