@@ -31,8 +31,9 @@ Methods (all on the same bag; the baselines use the ground-truth stance flags, t
 * ``LS10`` -- least squares on the full regression with 10 ms Savitzky-Golay accelerations
   (:func:`mcoe_ros.payload.batch.fit_ols`, MCOE paper Table II);
 * ``RLS`` -- RLS-logdet on the same stream (:func:`mcoe_ros.payload.batch.run_rls`);
-* ``EKF`` -- IMU + leg-kinematics Kalman filter (:class:`mcoe_ros.estimation.leg_odometry.LegKinematicsEkf`) on the
-  OE's grid knots and detected contacts (localisation only).
+* ``EKF`` -- IMU + leg-kinematics Kalman filter (:class:`mcoe_ros.testing.knot_ekf.KnotEkf`) on the OE's grid knots
+  with the OE's information: zero-velocity update on its settled stance feet, flat-ground update on its detected
+  stance feet (localisation only).
 
 Metrics: mass error % (of |true mass|; the signed error in kg where the true mass is ~0), CoM error mm, inertia
 about the CoM error % (relative Frobenius), ATE cm (after first-pose alignment in translation and yaw, see
