@@ -33,11 +33,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from mcoe_ros.io.bag import iter_messages  # noqa: E402
 from mcoe_ros.io.feed import SensorFeed  # noqa: E402
 from mcoe_ros.io.params import node_config  # noqa: E402
 from mcoe_ros.multibody.inertia import pi_about_com  # noqa: E402
-from mcoe_ros.testing.datasets import add_noise, load_bag, make_bag, simulated_payload_pi  # noqa: E402
+from mcoe_ros.testing.datasets import (  # noqa: E402
+    add_noise,
+    load_bag,
+    load_truth_positions,
+    make_bag,
+    simulated_payload_pi,
+)
 from mcoe_ros.testing.knot_ekf import KnotEkf  # noqa: E402
 from mcoe_ros.testing.reporting import command_line, md_table, parse_overrides, versions, write_doc  # noqa: E402
 
@@ -47,19 +52,6 @@ DOCS = os.path.join(ROOT, "docs")
 
 def make_pronk(path: str, seconds: float) -> None:
     make_bag(path, "pronk", seconds, ("--seed", "0"))
-
-
-def load_truth(path: str) -> tuple[np.ndarray, np.ndarray]:
-    """(t (M,), position (M, 3)) of ground_truth/odom on the clock of mcoe_ros.testing.datasets.load_bag."""
-    t0, ts, ps = None, [], []
-    for topic, t_ns, msg in iter_messages(path, ["joint_states", "ground_truth/odom"]):
-        if topic == "joint_states":
-            t0 = t_ns if t0 is None else t0
-            continue
-        p = msg.pose.pose.position
-        ts.append(t_ns)
-        ps.append((p.x, p.y, p.z))
-    return (np.array(ts) - t0) * 1e-9, np.array(ps)
 
 
 def payload_prior(pi: np.ndarray) -> dict:
@@ -158,7 +150,7 @@ def main() -> None:
         if not os.path.exists(path):
             make_pronk(path, seconds)
         clean, _ = load_bag(path)
-        truth_t, truth_p = load_truth(path)
+        truth_t, truth_p = load_truth_positions(path)
         known = payload_prior(simulated_payload_pi())
         for sigma in sigmas:
             series = add_noise(clean, sigma, np.random.default_rng(0))
