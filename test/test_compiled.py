@@ -417,3 +417,43 @@ def test_sample_replay_same_estimates_with_both_backends(actuator):
         _close(a.theta, b.theta, REPLAY_TOL)
         _close(a.pose_cov / np.abs(b.pose_cov).max(), b.pose_cov / np.abs(b.pose_cov).max(), REPLAY_TOL)
         _close(a.payload_cov / np.abs(b.payload_cov).max(), b.payload_cov / np.abs(b.payload_cov).max(), REPLAY_TOL)
+
+
+def test_spare_knots_stop_allocation_and_change_nothing():
+    """A gait cycling through contact phases: the knots a shift drops and no new knot takes are kept as spares
+    (``spare_knots``), so the later shifts of a phase take them instead of allocating; the results are bit-identical
+    to a solver that keeps none (a used data of the same model gives a fresh data's results)."""
+    prob, xs_true, pi_true = go1_velocity_window(24, seed=4, noise=0.5)
+    xs, ws = _perturbed_guess(prob, xs_true, np.random.default_rng(9))
+    theta0 = prob.param.theta(perturbed(pi_true, 1.1))
+    opts = SolverOptions(max_iter=2, final_direction=False)
+    model = prob.knots[0].model
+    phases = [
+        model,
+        MultibodyIntervalModel(model.robot, ("FL_foot", "RR_foot"), model.dt, model.measurements),
+        MultibodyIntervalModel(model.robot, ("FR_foot", "RL_foot"), model.dt, model.measurements),
+    ]
+    k = 3
+    inputs = [(prob.knots[j].data.u, prob.knots[j].data.z) for j in range(1, 1 + k)]
+    terminal_input = (prob.knots[5].data.u, prob.knots[5].data.z)
+    runs = {}
+    for spare in (-1, 0):
+        cs = compiled.CompiledSolver(prob, opts)
+        cs._cpp.spare_knots = spare
+        cs.solve(xs, ws, theta0)
+        out, allocated = [], []
+        for i in range(1, 13):  # the window (8 shifts) drops another phase than the new one from shift 9 on
+            before = cs.timings["knots_allocated"]
+            cs.shift(k, [phases[i % 3]] * k, model, inputs, terminal_input)
+            allocated.append(cs.timings["knots_allocated"] - before)
+            res = cs.solve(max_iter=1)
+            out.append((res.cost, res.theta, np.array(res.xs)))
+        runs[spare] = (out, allocated, cs._cpp.spare_count)
+    (kept, alloc_kept, n_spare), (none, alloc_none, n_none) = runs[-1], runs[0]
+    for a, b in zip(kept, none, strict=True):
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(x, y)
+    assert n_none == 0 and 0 < n_spare <= prob.N + 1
+    # once the window has cycled (8 shifts) the dropped knots of every phase are spares: no shift allocates any more,
+    # while without spares each of them allocates its new knots (another phase than the dropped one)
+    assert sum(alloc_kept[8:]) == 0 and sum(alloc_none[8:]) == 4 * k

@@ -201,6 +201,11 @@ PYBIND11_MODULE(_mcoe, m) {
       .def_property(
           "threads", [](const Solver& s) { return s.options.threads; },
           [](Solver& s, int n) { s.options.threads = n; })
+      .def_property(
+          "spare_knots", [](const Solver& s) { return s.options.spare_knots; },
+          [](Solver& s, int n) { s.options.spare_knots = n; },
+          "Dropped knots a shift keeps for later shifts' new knots of their models (< 0: one window).")
+      .def_property_readonly("spare_count", [](const Solver& s) { return s.spareCount(); })
       .def("request_stop", &Solver::requestStop, "Thread-safe: stop the running/next solve before its line search.")
       .def("clear_stop", &Solver::clearStop)
       .def_property_readonly("stop_requested", &Solver::stopRequested)

@@ -1,5 +1,6 @@
 #include "solver.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -259,6 +260,7 @@ void Solver::setProblem(const std::vector<std::shared_ptr<const IntervalModel>>&
   if (terminal->npi != param_.size()) throw std::invalid_argument("interval models and parametrization disagree");
   if (noise_info.size() != nv_) throw std::invalid_argument("noise information must have nv entries (velocities)");
   knots_.clear();
+  spare_.clear();
   for (const auto& m : running) knots_.push_back(makeKnot(m, noise_info, false));
   knots_.push_back(makeKnot(terminal, noise_info, true));
   prior = p;
@@ -848,18 +850,21 @@ void Solver::shift(int k, const std::vector<std::shared_ptr<const IntervalModel>
   const auto t0 = std::chrono::steady_clock::now();
   // marginal prior from the solve's linearisation when it is the current one (no dynamics evaluation)
   Prior p = marginalPrior(k, !linearized_);
-  // recycle the dropped knots (k running + the old terminal) whose model matches (their data are used as they are:
-  // a used data of the same model gives a fresh one's results bit for bit) or differs only in its measurements
-  // (reset: same contact set); the others are allocated. (A data reset to another contact phase's model is not
-  // bit-identical to a fresh one: Pinocchio's Data keeps state across contact sets, test/test_compiled_memory.py.)
+  // recycle the dropped knots (k running + the old terminal) and the spare ones of earlier shifts whose model
+  // matches (their data are used as they are: a used data of the same model gives a fresh one's results bit for bit)
+  // or differs only in its measurements (reset: same contact set); the others are allocated. (A data reset to another
+  // contact phase's model is not bit-identical to a fresh one: Pinocchio's Data keeps state across contact sets,
+  // test/test_compiled_memory.py.) Pool order: the spares (oldest first), then the knots dropped now.
   std::vector<Knot> pool;
-  pool.reserve(k + 1);
+  pool.reserve(spare_.size() + k + 1);
+  for (Knot& s : spare_) pool.push_back(std::move(s));
+  spare_.clear();
   for (int j = 0; j < k; ++j) pool.push_back(std::move(knots_[j]));
   pool.push_back(std::move(knots_[n_old]));
   std::vector<Knot> next;
   next.reserve(n_old + 1);
   for (int j = k; j < n_old; ++j) next.push_back(std::move(knots_[j]));
-  // A new knot takes a dropped knot of its own model, else one whose model differs only in the measurements (the
+  // A new knot takes a pooled knot of its own model, else one whose model differs only in the measurements (the
   // stance feet's zero-velocity pseudo-measurements: same contact set, its data are reset to the new model), else it
   // is allocated
   std::vector<bool> used(pool.size(), false);
@@ -895,15 +900,19 @@ void Solver::shift(int k, const std::vector<std::shared_ptr<const IntervalModel>
     next.push_back(std::move(kn));
   }
   knots_ = std::move(next);
+  // the untaken ones become the spares, the oldest beyond the cap are freed
+  for (size_t i = 0; i < pool.size(); ++i)
+    if (!used[i]) spare_.push_back(std::move(pool[i]));
+  const size_t cap = options.spare_knots < 0 ? knots_.size() : static_cast<size_t>(options.spare_knots);
+  if (spare_.size() > cap) spare_.erase(spare_.begin(), spare_.begin() + (spare_.size() - cap));
   prior = p;
   for (int j = 0; j < k; ++j) setKnot(n_old - k + j, us[j], zs[j]);
   setKnot(N(), u_terminal, z_terminal);
-  std::vector<Vec> xs_new(xs.begin() + k, xs.end());
-  for (int j = 0; j < k; ++j) xs_new.push_back(xs.back());
-  std::vector<Vec> ws_new(ws.begin() + k, ws.end());
-  for (int j = 0; j < k; ++j) ws_new.push_back(Vec::Zero(nv_));
-  xs = std::move(xs_new);
-  ws = std::move(ws_new);
+  // states and noises move k knots to the front (no allocation); the new knots start from the last state, zero noise
+  std::rotate(xs.begin(), xs.begin() + k, xs.end());
+  for (int j = n_old - k + 1; j <= n_old; ++j) xs[j] = xs[n_old - k];
+  std::rotate(ws.begin(), ws.begin() + k, ws.end());
+  for (int j = n_old - k; j < n_old; ++j) ws[j].setZero();
   rolloutGuess(n_old - k);
   if (static_cast<int>(Vx_.size()) != N() + 1) allocate();
   // the kept knots keep their linearisation (same states, noises, theta and inputs): the next solve's first

@@ -38,6 +38,9 @@ struct Options {
   // Hessian use it); false: a real-time iteration saves that backward pass
   bool final_direction = true;
   int threads = 1;
+  // knots (interval data of their models) that a shift dropped and no new knot took, kept for later shifts: a gait
+  // returns to its contact phases, whose new knots then take them instead of allocating (< 0: one window, N + 1)
+  int spare_knots = -1;
 };
 
 struct IterationLog {
@@ -103,6 +106,7 @@ class Solver {
   void setTorqueNoise(const Vec& torque_std, double floor_std);  // state-dependent velocity noise (empty = off)
   void setGuess(const std::vector<Vec>& xs, const std::vector<Vec>& ws, const Vec& theta);
   int N() const { return static_cast<int>(knots_.size()) - 1; }
+  int spareCount() const { return static_cast<int>(spare_.size()); }
   int ndx() const { return ndx_; }
   int nw() const { return nv_; }
   int ntheta() const { return param_.size(); }
@@ -161,6 +165,7 @@ class Solver {
 
   Parametrization param_;
   std::vector<Knot> knots_;
+  std::vector<Knot> spare_;  // Options::spare_knots: dropped knots kept for reuse, oldest first
   std::shared_ptr<const IntervalModel> state_model_;
   int nq_ = 0, nv_ = 0, ndx_ = 0, nx_ = 0;
   Vec torque_std_;

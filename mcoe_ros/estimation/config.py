@@ -255,6 +255,10 @@ class SolverConfig:
     #: (:func:`mcoe_ros.multibody.compiled.knot_threads`; docs/performance.md run 9). The threads are created by the
     #: solve thread and share its niceness (the sensor callbacks keep priority)
     threads: int = 0
+    #: knots (two interval data each, ~2 MB for the Go1) that a shift of the compiled solver drops and no new knot
+    #: takes, kept for the new knots of later shifts: a gait returns to its contact phases, whose knots then need no
+    #: allocation (docs/performance.md run 10). -1 = one window (N + 1), 0 = none (memory before speed)
+    spare_knots: int = -1
 
 
 @dataclass

@@ -427,6 +427,12 @@ _TABLE: tuple[Param, ...] = (
         "estimator.solver.threads",
         "threads of the compiled solver's per-knot loops (0 = auto: 2 with >= 4 cores, else 1; same results for any)",
     ),
+    Param(
+        "solver.spare_knots",
+        "estimator.solver.spare_knots",
+        "dropped knots the compiled solver keeps for later shifts' new knots (-1 = one window, 0 = none; ~2 MB each; "
+        "same results for any)",
+    ),
     # contact detection
     Param("contact.force_on", "estimator.contact.force_on", "vertical ground reaction force to enter contact, N"),
     Param("contact.force_off", "estimator.contact.force_off", "vertical ground reaction force to leave contact, N"),
@@ -498,6 +504,7 @@ _BOUNDS = {
     "solver.max_iterations_cold": (1, None, True),
     "solver.time_budget": NONNEGATIVE,
     "solver.threads": (0, 64, True),
+    "solver.spare_knots": (-1, 100000, True),
     "contact.force_on": NONNEGATIVE,
     "contact.force_off": NONNEGATIVE,
     "contact.min_duration": NONNEGATIVE,

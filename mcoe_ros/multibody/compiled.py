@@ -289,7 +289,8 @@ class CompiledSolver:
     information of its first interval); ``torque_noise``: (torque_std (nj,) N m, floor_std m/s) of a state-dependent
     velocity noise (see :meth:`PhaseDynamicsModel.velocity_noise_covariance`), None for a constant W;
     ``models``: a shared :class:`CompiledModels` cache; ``threads``: OpenMP threads over the knots (0: auto,
-    :func:`knot_threads`).
+    :func:`knot_threads`); ``spare_knots``: knots a shift drops and no new knot takes, kept for the new knots of
+    later shifts (a gait returns to its contact phases; -1: one window, N + 1; each costs two interval data).
     """
 
     def __init__(
@@ -299,6 +300,7 @@ class CompiledSolver:
         torque_noise: tuple[np.ndarray, float] | None = None,
         models: CompiledModels | None = None,
         threads: int = 1,
+        spare_knots: int = -1,
     ):
         options = options or SolverOptions()
         reason = unsupported_problem(problem, options)
@@ -308,7 +310,7 @@ class CompiledSolver:
         inputs = [(k.data.u, k.data.z) for k in problem.knots]
         models_ = [k.model for k in problem.knots]
         parts = (models_[:-1], models_[-1], inputs, problem.prior, problem.param, noise_info)
-        self._build(*parts, options, torque_noise, models, threads)
+        self._build(*parts, options, torque_noise, models, threads, spare_knots)
 
     @classmethod
     def from_models(
@@ -323,6 +325,7 @@ class CompiledSolver:
         torque_noise: tuple[np.ndarray, float] | None = None,
         models: CompiledModels | None = None,
         threads: int = 1,
+        spare_knots: int = -1,
     ) -> CompiledSolver:
         """The solver of the problem ``EstimationProblem(running, terminal, prior, param, noise_info, velocities)``
         with knot inputs ``inputs`` (N+1 (u, z)), without building that Python problem (its per-knot data are what
@@ -334,11 +337,13 @@ class CompiledSolver:
             raise ValueError(f"the compiled solver does not support this problem: {reason}")
         self = cls.__new__(cls)
         noise_info = np.asarray(noise_info, dtype=float).copy()
-        self._build(running, terminal, inputs, prior, param, noise_info, options, torque_noise, models, threads)
+        self._build(
+            running, terminal, inputs, prior, param, noise_info, options, torque_noise, models, threads, spare_knots
+        )
         return self
 
     def _build(
-        self, running, terminal, inputs, prior, param, noise_info, options, torque_noise, models, threads
+        self, running, terminal, inputs, prior, param, noise_info, options, torque_noise, models, threads, spare_knots
     ) -> None:
         _require()
         self.options = options
@@ -356,6 +361,7 @@ class CompiledSolver:
             threads=knot_threads(int(threads)),
             final_direction=options.final_direction,
         )
+        self._cpp.spare_knots = int(spare_knots)
         self.noise_info = noise_info
         self._cpp.set_problem(
             [self.models(m) for m in running],
