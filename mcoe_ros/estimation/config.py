@@ -251,7 +251,8 @@ class SolverConfig:
     #: reference), 'python' or 'compiled' (an error if unavailable)
     backend: str = "auto"
     #: OpenMP threads of the compiled solver's per-knot loops (linearisations, line-search trial rollouts; the results
-    #: do not depend on it, bit for bit). 0 = auto: 2 with at least 4 usable cores, else 1
+    #: do not depend on it, bit for bit). 0 = auto: 2 with at least 4 usable cores, else 1 (a replay as fast as it
+    #: goes: 2 with at least 2)
     #: (:func:`mcoe_ros.multibody.compiled.knot_threads`; docs/performance.md run 9). The threads are created by the
     #: solve thread and share its niceness (the sensor callbacks keep priority)
     threads: int = 0

@@ -425,7 +425,8 @@ _TABLE: tuple[Param, ...] = (
     Param(
         "solver.threads",
         "estimator.solver.threads",
-        "threads of the compiled solver's per-knot loops (0 = auto: 2 with >= 4 cores, else 1; same results for any)",
+        "threads of the compiled solver's per-knot loops (0 = auto: 2 with >= 4 cores, else 1; a replay 2 with >= 2 "
+        "cores; same results for any)",
     ),
     Param(
         "solver.spare_knots",

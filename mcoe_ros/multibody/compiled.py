@@ -55,18 +55,19 @@ def available() -> bool:
     return _mcoe is not None
 
 
-def knot_threads(requested: int = 0) -> int:
+def knot_threads(requested: int = 0, offline: bool = False) -> int:
     """Threads of the compiled solver's knot loops: ``requested`` if > 0, else (auto) 2 on a machine with at least 4
     usable cores (the solve's second core without taking the sensor thread's or the neighbours'), else 1: on the
     2-core test machine under load a second thread made the tick 1.2-1.4x slower, with a free core 0.6-0.8x
-    (docs/performance.md, run 9). The results do not depend on it."""
+    (docs/performance.md, run 9). ``offline`` (a bag replayed as fast as it goes: no sensor callbacks wait for a
+    core): 2 from 2 usable cores. The results do not depend on it."""
     if requested > 0:
         return int(requested)
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    return 2 if cores >= 4 else 1
+    return 2 if cores >= (2 if offline else 4) else 1
 
 
 def _require() -> None:
