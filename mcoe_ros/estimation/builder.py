@@ -144,15 +144,21 @@ def soft_contact_options(config: EstimatorConfig) -> dict:
     return {"soft_contact": contact, "max_iter": dyn.newton_max_iterations}
 
 
-def transient_knots(held: Sequence[Sequence[bool]], length: int) -> np.ndarray:
+def transient_knots(
+    held: Sequence[Sequence[bool]], length: int, known: Sequence[bool] | None = None
+) -> np.ndarray:
     """(n,) bool: knot i of a run of knots with held-foot flags ``held`` (n, nfeet) lies in a touch-down transient,
-    i.e. a foot is held at some knot j in (i - length, i] and was not at knot j - 1 (knot 0 has no predecessor: no
-    touch-down there)."""
+    i.e. a foot is held at some knot j in (i - length, i] and was not at knot j - 1, whose flags are a detection
+    (``known`` (n,), None: all; knot 0 has no predecessor: no touch-down there; the detector's first knot after a
+    (re)start is not a detection, :attr:`GridKnot.detector_start`)."""
     flags = np.asarray(held, dtype=bool).reshape(len(held), -1)
     out = np.zeros(len(flags), dtype=bool)
     if length <= 0 or len(flags) < 2:
         return out
-    for j in np.flatnonzero(np.any(flags[1:] & ~flags[:-1], axis=1)) + 1:
+    landing = np.any(flags[1:] & ~flags[:-1], axis=1)
+    if known is not None:
+        landing &= np.asarray(known, dtype=bool)[:-1]
+    for j in np.flatnonzero(landing) + 1:
         out[j : j + length] = True
     return out
 
@@ -289,8 +295,9 @@ class ProblemBuilder:
             raise ValueError(f"need 0 <= k < {n} intervals")
         if self.transient_length == 0:
             return [self.noise_info] * k
-        start = max(0, n - 1 - k - self.transient_length)  # the touch-downs that reach the k intervals
-        loose = transient_knots([self.held(kn) for kn in knots[start:]], self.transient_length)[-k - 1 : -1]
+        run = knots[max(0, n - 1 - k - self.transient_length) :]  # the touch-downs that reach the k intervals
+        known = [not kn.detector_start for kn in run]
+        loose = transient_knots([self.held(kn) for kn in run], self.transient_length, known)[-k - 1 : -1]
         return [self.transient_info if t else self.noise_info for t in loose]
 
     # ---------------------------------------------------------------- initial guesses
