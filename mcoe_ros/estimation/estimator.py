@@ -369,12 +369,13 @@ class Estimator:
         running, terminal, inputs, prior, xs = self.builder.fresh_parts(
             knots, position, self.theta, self.theta_info, base
         )
+        noise = self.builder.interval_noise(knots, len(running))
         if solver is None:
-            solver = self._new_solver(running, terminal, inputs, prior)
+            solver = self._new_solver(running, terminal, inputs, prior, noise)
         elif isinstance(solver, compiled.CompiledSolver):  # its marginal prior is the stored one (no evaluation)
-            solver.shift(self.n_intervals, running, terminal, inputs[:-1], inputs[-1], self.builder.noise_info)
+            solver.shift(self.n_intervals, running, terminal, inputs[:-1], inputs[-1], noise)
         else:  # the Python solver: neither the marginal prior nor the rollout (replaced below)
-            args = (self.n_intervals, running, terminal, inputs[:-1], inputs[-1], self.builder.noise_info)
+            args = (self.n_intervals, running, terminal, inputs[:-1], inputs[-1], noise)
             solver.shift(*args, marginalize=False, xs_new=xs[1:])
         solver.problem.prior = prior
         guess = self.theta.copy()
@@ -383,9 +384,10 @@ class Estimator:
         solver.set_guess(xs, None, guess)
         return solver
 
-    def _new_solver(self, running, terminal, inputs, prior) -> MCOESolver | compiled.CompiledSolver:
-        """The configured solver backend on the problem of these models, inputs (N+1 (u, z)) and arrival prior (see
-        SolverConfig.backend); the compiled solver is built without the Python problem."""
+    def _new_solver(self, running, terminal, inputs, prior, noise) -> MCOESolver | compiled.CompiledSolver:
+        """The configured solver backend on the problem of these models, inputs (N+1 (u, z)), arrival prior and
+        per-interval noise information (N of (nw,)) (see SolverConfig.backend); the compiled solver is built without
+        the Python problem."""
         backend = self.config.solver.backend
         builder = self.builder
         if backend != "python":
@@ -403,7 +405,7 @@ class Estimator:
                     inputs,
                     prior,
                     self.param,
-                    builder.noise_info,
+                    noise,
                     replace(self.options),
                     builder.torque_noise,
                     self._compiled_models,
@@ -415,7 +417,7 @@ class Estimator:
                 return solver
             if backend == "compiled":
                 raise ValueError(f"solver.backend: the compiled solver cannot run this problem ({reason})")
-        solver = MCOESolver(builder.problem(running, terminal, inputs, prior), replace(self.options))
+        solver = MCOESolver(builder.problem(running, terminal, inputs, prior, noise), replace(self.options))
         solver.stop_event = self.stop_event
         return solver
 
@@ -450,7 +452,8 @@ class Estimator:
                 self._warmup_left = self.cold_iterations if cold else 0
             else:
                 running, terminal, inputs, terminal_input = self.builder.shift_arguments(knots, new_knots)
-                self.solver.shift(new_knots, running, terminal, inputs, terminal_input, self.builder.noise_info)
+                noise = self.builder.interval_noise(knots, new_knots)
+                self.solver.shift(new_knots, running, terminal, inputs, terminal_input, noise)
                 if warming:  # not converged yet: the dropped knots' linearisation is not marginalised into the
                     # prior, the window keeps the prior of a problem built from scratch (warm-started)
                     prior = self.builder.arrival_prior(self.solver.xs[0], self.theta, self.theta_info)
