@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from mcoe_ros.estimation.builder import transient_knots
-from mcoe_ros.estimation.config import EstimatorConfig, GridConfig, NoiseConfig
+from mcoe_ros.estimation.config import EstimatorConfig, NoiseConfig
 from mcoe_ros.estimation.estimator import Estimator
 from mcoe_ros.estimation.window import GridKnot
 from mcoe_ros.io.bag import iter_messages

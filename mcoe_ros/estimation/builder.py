@@ -144,9 +144,7 @@ def soft_contact_options(config: EstimatorConfig) -> dict:
     return {"soft_contact": contact, "max_iter": dyn.newton_max_iterations}
 
 
-def transient_knots(
-    held: Sequence[Sequence[bool]], length: int, known: Sequence[bool] | None = None
-) -> np.ndarray:
+def transient_knots(held: Sequence[Sequence[bool]], length: int, known: Sequence[bool] | None = None) -> np.ndarray:
     """(n,) bool: knot i of a run of knots with held-foot flags ``held`` (n, nfeet) lies in a touch-down transient,
     i.e. a foot is held at some knot j in (i - length, i] and was not at knot j - 1, whose flags are a detection
     (``known`` (n,), None: all; knot 0 has no predecessor: no touch-down there; the detector's first knot after a

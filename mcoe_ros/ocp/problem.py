@@ -200,8 +200,9 @@ class Knot:
     trials (they share the u and z arrays). W, W_sqrt (nw, nw): process-noise information of interval k and an
     upper factor (W = W_sqrtᵀ W_sqrt); W_base (nw, nw): the information the interval was given (constructor, shift),
     which a state-dependent noise model (:meth:`EstimationProblem.refresh_noise`) builds on. With a robust cost
-    (:mod:`mcoe_ros.ocp.robust`) W is the IRLS-weighted information ρ'(s) W_quad of the last linearisation, W_quad the noise model's (W_sqrt its factor), r_weights the
-    weights of the knot's robust residual groups; without one W_quad is W. Linearisation: Fth (ndx, ntheta),
+    (:mod:`mcoe_ros.ocp.robust`) W is the IRLS-weighted information ρ'(s) W_quad of the last linearisation, W_quad
+    the noise model's (W_sqrt its factor), r_weights the weights of the knot's robust residual groups; without one
+    W_quad is W. Linearisation: Fth (ndx, ntheta),
     Rth (nr, ntheta), A (ndx, ndx), B (ndx, nw), C (ndx, ntheta), gap c (ndx,), fbar = E c (ndx,), y = f ⊕ G w (nx,).
     """
 
