@@ -71,6 +71,12 @@ def iteration_times(n: int, repeats: int) -> dict:
         cpp.threads = threads
         out[f"compiled_{threads}"] = _best(cpp_iteration, repeats)
     cpp.threads = 1
+    # its phases, one thread (compared with Crocoddyl's calc + calcDiff / backward pass / forward pass)
+    out["phases"] = {
+        "linearisation": _best(cpp.calc_diff, repeats),
+        "direction": _best(lambda: cpp.compute_direction(1e-9), repeats),
+        "trial": _best(lambda: cpp.try_step(1.0), repeats),
+    }
     out["floor"] = min(cpp.pinocchio_floor() for _ in range(repeats))
     return out
 
@@ -158,8 +164,21 @@ def main() -> None:
                 f"| Crocoddyl {croc['versions']['crocoddyl']} FDDP (1 thread, pin {croc['versions']['pinocchio']}) | "
                 f"{1e3 * croc['iteration_s']:.2f} | {mine / croc['iteration_s']:.2f} |",
                 f"| compiled MCOE (best of 1 / 2 threads) | {1e3 * mine:.2f} | 1.00 |",
+                "",
+                "| N = 100, one thread, ms | linearisation (MCOE: dynamics, x/w/θ derivatives, measurements; "
+                "Crocoddyl: calc + calcDiff) | direction (Riccati) | one trial rollout |",
+                "|---|---|---|---|",
             ]
-            print("\n".join(lines[-2:]), flush=True)
+            ph = rows[100]["phases"]
+            lines.append(
+                f"| compiled MCOE | {1e3 * ph['linearisation']:.2f} | {1e3 * ph['direction']:.2f} | "
+                f"{1e3 * ph['trial']:.2f} |"
+            )
+            lines.append(
+                f"| Crocoddyl FDDP | {1e3 * croc['calc_diff_s']:.2f} | {1e3 * croc['backward_s']:.2f} | "
+                f"{1e3 * croc['forward_s']:.2f} |"
+            )
+            print("\n".join(lines[-6:]), flush=True)
     lines += ["", f"uptime after: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}"]
     print("\n".join(lines))
     if args.write:

@@ -112,3 +112,51 @@ def test_a_late_tick_on_the_recycled_solver_equals_a_new_problem():
     for xa, xb in zip(a.xs, b.xs, strict=True):
         np.testing.assert_allclose(xb, xa, atol=1e-9)
     np.testing.assert_allclose(recycled.terminal_covariance(), fresh.terminal_covariance(), rtol=1e-7, atol=1e-12)
+
+
+def _hold_once(monkeypatch, method: str, reason: str, at_tick: int) -> None:
+    """Make the estimator's ``method`` (``_check`` or ``_implausible``) fail once, at tick ``at_tick``."""
+    original = getattr(estimator.Estimator, method)
+
+    def failing(self, *args):
+        return reason if self.counters.ticks == at_tick else original(self, *args)
+
+    monkeypatch.setattr(estimator.Estimator, method, failing)
+
+
+def test_after_an_implausible_solve_is_held_the_next_tick_recycles_its_solver_warm(monkeypatch):
+    """A finite solve held by the sanity checks (a cost outlier, a payload step beyond the bound) leaves its solver:
+    the next tick shifts it by the whole window, warm from the odometry and the payload belief with the warm budget
+    (as a late tick), instead of building a problem anew with the cold budget; its estimates stay close to those of
+    the run without the hold."""
+    _hold_once(monkeypatch, "_implausible", "cost outlier (test)", at_tick=8)
+    feed = SensorFeed()
+    est = feed.estimator
+    solvers = []
+    original_solve = est.solve
+    monkeypatch.setattr(est, "solve", lambda tick: (solvers.append(est.solver), original_solve(tick))[1])
+    held = _replay(feed, 1.2)
+    c = est.counters
+    assert c.held == 1 and c.rebuilt == 1 and c.late == 0
+    assert solvers[9] is None and est.solver is solvers[8]  # the held tick's solver goes on
+    # (a held solve's iterations are not counted: index 8 is the tick after the hold) the warm budget, not the cold 10
+    assert c.iterations[8] == est.options.max_iter == 1 and c.iterations[0] == est.cold_iterations
+    monkeypatch.undo()
+    reference = {round(e.t, 6): e for e in _replay(SensorFeed(), 1.2)}
+    after = [e for e in held if e.t > held[7].t and e.source != "hold"]
+    assert len(after) >= 5
+    for e in after:
+        r = reference[round(e.t, 6)]
+        assert np.linalg.norm(e.position - r.position) < 0.02  # m
+        assert abs(e.payload_pi[0] - r.payload_pi[0]) < 0.5  # kg
+
+
+def test_after_a_non_finite_solve_the_next_tick_builds_a_new_problem(monkeypatch):
+    """A held non-finite solve is not recycled: the next tick builds a new problem and runs the cold budget."""
+    _hold_once(monkeypatch, "_check", "non-finite trajectory (test)", at_tick=8)
+    feed = SensorFeed()
+    est = feed.estimator
+    _replay(feed, 0.8)
+    c = est.counters
+    assert c.held == 1 and c.rebuilt == 1
+    assert c.iterations[8] == est.cold_iterations  # the tick after the held one (not counted)

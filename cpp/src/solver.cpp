@@ -1,5 +1,6 @@
 #include "solver.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -219,14 +220,22 @@ void Solver::difference(const Eigen::Ref<const Vec>& x0, const Eigen::Ref<const 
 }
 
 // ------------------------------------------------------------------------------------------------ problem
-Knot Solver::makeKnot(const std::shared_ptr<const IntervalModel>& m, const Vec& noise_info, bool terminal) {
+void Solver::setNoise(Knot& kn, const NoiseRow& w0) const {
+  kn.w0 = w0;
+  kn.W.setZero();
+  kn.W.diagonal() = w0;
+}
+
+Knot Solver::makeKnot(const std::shared_ptr<const IntervalModel>& m, const NoiseRow& w0, bool terminal) {
   Knot kn;
   kn.model = m;
   kn.data = m->createData();
   kn.trial = m->createData();
   ++timings.knots_allocated;
   kn.terminal = terminal;
-  kn.W = terminal ? Mat(Mat::Identity(nv_, nv_)) : Mat(noise_info.asDiagonal());
+  kn.W.setZero(nv_, nv_);
+  kn.w0.setOnes(nv_);
+  if (!terminal) setNoise(kn, w0);
   const int nth = param_.size();
   kn.Fth.setZero(ndx_, nth);
   kn.Rth.setZero(m->nr, nth);
@@ -250,17 +259,21 @@ Knot Solver::makeKnot(const std::shared_ptr<const IntervalModel>& m, const Vec& 
 }
 
 void Solver::setProblem(const std::vector<std::shared_ptr<const IntervalModel>>& running,
-                        const std::shared_ptr<const IntervalModel>& terminal, const Prior& p, const Vec& noise_info) {
+                        const std::shared_ptr<const IntervalModel>& terminal, const Prior& p, const Mat& noise_info) {
   state_model_ = terminal;
   nq_ = terminal->nq;
   nv_ = terminal->nv;
   nx_ = terminal->nx;
   ndx_ = terminal->ndx;
   if (terminal->npi != param_.size()) throw std::invalid_argument("interval models and parametrization disagree");
-  if (noise_info.size() != nv_) throw std::invalid_argument("noise information must have nv entries (velocities)");
+  if (noise_info.rows() != static_cast<int>(running.size()) || noise_info.cols() != nv_)
+    throw std::invalid_argument("noise information must be (N, nv): one row of velocity information per interval");
   knots_.clear();
-  for (const auto& m : running) knots_.push_back(makeKnot(m, noise_info, false));
-  knots_.push_back(makeKnot(terminal, noise_info, true));
+  spare_.clear();
+  for (size_t k = 0; k < running.size(); ++k)
+    knots_.push_back(makeKnot(running[k], noise_info.row(static_cast<int>(k)).transpose(), false));
+  knots_.push_back(makeKnot(terminal, Vec::Ones(nv_), true));
+  noise_cov_.setZero(nv_, nv_);
   prior = p;
   prior.H = sym(prior.H);
   allocate();
@@ -303,9 +316,8 @@ void Solver::setKnot(int k, const Vec& u, const Vec& z) {
   marg_valid_ = false;
 }
 
-void Solver::setTorqueNoise(const Vec& torque_std, double floor_std) {
+void Solver::setTorqueNoise(const Vec& torque_std) {
   torque_std_ = torque_std;
-  floor_std_ = floor_std;
   invalidate();
 }
 
@@ -400,13 +412,14 @@ double Solver::calcDiff(bool reuse) {
 
 void Solver::refreshNoise(double& cost) {
   if (torque_std_.size() == 0) return;
-  Mat cov;
   for (int k = 0; k < N(); ++k) {
     Knot& kn = knots_[k];
     const Vec& w = ws[k];
     const double before = w.dot(kn.W * w);
-    kn.model->velocityNoiseCovariance(*kn.data, torque_std_, floor_std_, cov);
-    kn.W = cov.inverse();
+    // the torque noise on top of the interval's constant velocity noise diag(w0)^-1
+    kn.model->velocityNoiseCovariance(*kn.data, torque_std_, 0.0, noise_cov_);
+    noise_cov_.diagonal() += kn.w0.cwiseInverse();
+    kn.W = noise_cov_.inverse();
     const double after = w.dot(kn.W * w);
     cost += 0.5 * (after - before);
     kn.cost += 0.5 * (after - before);
@@ -841,25 +854,30 @@ void Solver::rolloutGuess(int start) {
 
 void Solver::shift(int k, const std::vector<std::shared_ptr<const IntervalModel>>& running,
                    const std::shared_ptr<const IntervalModel>& terminal, const std::vector<Vec>& us,
-                   const std::vector<Vec>& zs, const Vec& u_terminal, const Vec& z_terminal, const Vec& noise_info) {
+                   const std::vector<Vec>& zs, const Vec& u_terminal, const Vec& z_terminal, const Mat& noise_info) {
   const int n_old = N();
   if (static_cast<int>(running.size()) != k || k <= 0 || k > n_old)
     throw std::invalid_argument("shift needs 0 < k <= N and k new models");
+  if (noise_info.rows() != k || noise_info.cols() != nv_)
+    throw std::invalid_argument("shift: noise information must be (k, nv), one row per new interval");
   const auto t0 = std::chrono::steady_clock::now();
   // marginal prior from the solve's linearisation when it is the current one (no dynamics evaluation)
   Prior p = marginalPrior(k, !linearized_);
-  // recycle the dropped knots (k running + the old terminal) whose model matches (their data are used as they are:
-  // a used data of the same model gives a fresh one's results bit for bit) or differs only in its measurements
-  // (reset: same contact set); the others are allocated. (A data reset to another contact phase's model is not
-  // bit-identical to a fresh one: Pinocchio's Data keeps state across contact sets, test/test_compiled_memory.py.)
+  // recycle the dropped knots (k running + the old terminal) and the spare ones of earlier shifts whose model
+  // matches (their data are used as they are: a used data of the same model gives a fresh one's results bit for bit)
+  // or differs only in its measurements (reset: same contact set); the others are allocated. (A data reset to another
+  // contact phase's model is not bit-identical to a fresh one: Pinocchio's Data keeps state across contact sets,
+  // test/test_compiled_memory.py.) Pool order: the spares (oldest first), then the knots dropped now.
   std::vector<Knot> pool;
-  pool.reserve(k + 1);
+  pool.reserve(spare_.size() + k + 1);
+  for (Knot& s : spare_) pool.push_back(std::move(s));
+  spare_.clear();
   for (int j = 0; j < k; ++j) pool.push_back(std::move(knots_[j]));
   pool.push_back(std::move(knots_[n_old]));
   std::vector<Knot> next;
   next.reserve(n_old + 1);
   for (int j = k; j < n_old; ++j) next.push_back(std::move(knots_[j]));
-  // A new knot takes a dropped knot of its own model, else one whose model differs only in the measurements (the
+  // A new knot takes a pooled knot of its own model, else one whose model differs only in the measurements (the
   // stance feet's zero-velocity pseudo-measurements: same contact set, its data are reset to the new model), else it
   // is allocated
   std::vector<bool> used(pool.size(), false);
@@ -878,7 +896,7 @@ void Solver::shift(int k, const std::vector<std::shared_ptr<const IntervalModel>
     const bool terminal_ = j == k;
     const auto& m = model_of(j);
     if (take[j] < 0) {
-      next.push_back(makeKnot(m, noise_info, terminal_));
+      next.push_back(terminal_ ? makeKnot(m, Vec::Ones(nv_), true) : makeKnot(m, noise_info.row(j).transpose(), false));
       continue;
     }
     Knot kn = std::move(pool[take[j]]);
@@ -891,19 +909,28 @@ void Solver::shift(int k, const std::vector<std::shared_ptr<const IntervalModel>
     }
     kn.terminal = terminal_;
     kn.linearized = kn.forward_ready = false;
-    kn.W = terminal_ ? Mat(Mat::Identity(nv_, nv_)) : Mat(noise_info.asDiagonal());
+    if (terminal_) {
+      kn.w0.setOnes();
+      kn.W.setIdentity();
+    } else {
+      setNoise(kn, noise_info.row(j).transpose());
+    }
     next.push_back(std::move(kn));
   }
   knots_ = std::move(next);
+  // the untaken ones become the spares, the oldest beyond the cap are freed
+  for (size_t i = 0; i < pool.size(); ++i)
+    if (!used[i]) spare_.push_back(std::move(pool[i]));
+  const size_t cap = options.spare_knots < 0 ? knots_.size() : static_cast<size_t>(options.spare_knots);
+  if (spare_.size() > cap) spare_.erase(spare_.begin(), spare_.begin() + (spare_.size() - cap));
   prior = p;
   for (int j = 0; j < k; ++j) setKnot(n_old - k + j, us[j], zs[j]);
   setKnot(N(), u_terminal, z_terminal);
-  std::vector<Vec> xs_new(xs.begin() + k, xs.end());
-  for (int j = 0; j < k; ++j) xs_new.push_back(xs.back());
-  std::vector<Vec> ws_new(ws.begin() + k, ws.end());
-  for (int j = 0; j < k; ++j) ws_new.push_back(Vec::Zero(nv_));
-  xs = std::move(xs_new);
-  ws = std::move(ws_new);
+  // states and noises move k knots to the front (no allocation); the new knots start from the last state, zero noise
+  std::rotate(xs.begin(), xs.begin() + k, xs.end());
+  for (int j = n_old - k + 1; j <= n_old; ++j) xs[j] = xs[n_old - k];
+  std::rotate(ws.begin(), ws.begin() + k, ws.end());
+  for (int j = n_old - k; j < n_old; ++j) ws[j].setZero();
   rolloutGuess(n_old - k);
   if (static_cast<int>(Vx_.size()) != N() + 1) allocate();
   // the kept knots keep their linearisation (same states, noises, theta and inputs): the next solve's first

@@ -38,6 +38,7 @@ from mcoe_ros.io import messages
 from mcoe_ros.io.bag import BagWriter, bag_topics, build_msg, iter_messages, time_ns_of
 from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.io.params import ConfigError, InputConfig, NodeConfig, load_params, node_config
+from mcoe_ros.multibody import compiled
 from mcoe_ros.multibody.inertia import pi_from_com
 
 LOW_STATE_TYPES = ("unitree_legged_msgs/msg/LowState", "ros2_unitree_legged_msgs/msg/LowState")
@@ -165,6 +166,10 @@ def run(
         raise ReplayError(f"cannot open bag '{bag}': {_one_line(err)}") from err
     mode, roles = _input_topics(topics, config.input, bag_topic_types)
     config = replace(config, input=replace(config.input, mode=mode))
+    solver = config.estimator.solver
+    if solver.threads == 0 and not realtime:  # auto, as fast as it goes: no sensor callbacks to keep a core for
+        solver = replace(solver, threads=compiled.knot_threads(0, offline=True))
+        config = replace(config, estimator=replace(config.estimator, solver=solver))
     feed = SensorFeed(config)
     est = feed.estimator
     ns = "/" + namespace.strip("/") if namespace.strip("/") else ""

@@ -9,7 +9,9 @@ by the number of new knots with the dropped knots marginalised into the arrival 
 information on the payload accumulates over time, not only within the window — the new knots are initialised by a
 nonlinear rollout, and the solver runs a fixed iteration budget (optionally a wall-time budget).
 A solve that fails (non-finite, cost blow-up, non-physical payload) is discarded: the last good estimate is
-held and reported as such, and the next tick restarts the window with the last good payload as prior.
+held and reported as such, and the next tick restarts the window with the last good payload as prior: a finite but
+implausible solve (cost outlier, payload step) as a late tick does (its solver shifted by the whole window, warm from
+the odometry, the warm budget), a non-finite one with a problem built anew and the cold budget.
 
 Covariances: the Gauss-Newton marginal of the whole window onto (x_N, theta) (forward information
 recursion of :meth:`MCOESolver.marginal_prior` plus the newest knot's measurements, at the solve's last
@@ -126,6 +128,10 @@ class Estimator:
         self.stop_event = threading.Event()  #: set by request_stop: a running solve ends at its next iteration
         self._recent_costs: deque[float] = deque(maxlen=20)  #: costs of the recent good solves
         self._held_in_row = 0
+        #: the solver of a finite solve held by the sanity checks: the next tick shifts it by the whole window (its
+        #: knot data recycled) and warm-starts it from the odometry and the payload belief, as after a late tick,
+        #: instead of building a problem anew with the cold budget
+        self._recycle: MCOESolver | None = None
         self.last_position: np.ndarray | None = None  #: base position of the last good estimate (kept on reset)
         self.epoch: float | None = None  #: seconds subtracted from input times (float precision)
         detector = detector or ContactDetector(
@@ -246,6 +252,7 @@ class Estimator:
         self.theta = self.prior_theta.copy()
         self.theta_info = self.prior_theta_info.copy()
         self.solver = None
+        self._recycle = None
         self._recent_costs.clear()
         self._held_in_row = 0
         self.consistency.reset()
@@ -362,12 +369,13 @@ class Estimator:
         running, terminal, inputs, prior, xs = self.builder.fresh_parts(
             knots, position, self.theta, self.theta_info, base
         )
+        noise = self.builder.interval_noise(knots, len(running))
         if solver is None:
-            solver = self._new_solver(running, terminal, inputs, prior)
+            solver = self._new_solver(running, terminal, inputs, prior, noise)
         elif isinstance(solver, compiled.CompiledSolver):  # its marginal prior is the stored one (no evaluation)
-            solver.shift(self.n_intervals, running, terminal, inputs[:-1], inputs[-1], self.builder.noise_info)
+            solver.shift(self.n_intervals, running, terminal, inputs[:-1], inputs[-1], noise)
         else:  # the Python solver: neither the marginal prior nor the rollout (replaced below)
-            args = (self.n_intervals, running, terminal, inputs[:-1], inputs[-1], self.builder.noise_info)
+            args = (self.n_intervals, running, terminal, inputs[:-1], inputs[-1], noise)
             solver.shift(*args, marginalize=False, xs_new=xs[1:])
         solver.problem.prior = prior
         guess = self.theta.copy()
@@ -376,9 +384,10 @@ class Estimator:
         solver.set_guess(xs, None, guess)
         return solver
 
-    def _new_solver(self, running, terminal, inputs, prior) -> MCOESolver | compiled.CompiledSolver:
-        """The configured solver backend on the problem of these models, inputs (N+1 (u, z)) and arrival prior (see
-        SolverConfig.backend); the compiled solver is built without the Python problem."""
+    def _new_solver(self, running, terminal, inputs, prior, noise) -> MCOESolver | compiled.CompiledSolver:
+        """The configured solver backend on the problem of these models, inputs (N+1 (u, z)), arrival prior and
+        per-interval noise information (N of (nw,)) (see SolverConfig.backend); the compiled solver is built without
+        the Python problem."""
         backend = self.config.solver.backend
         builder = self.builder
         if backend != "python":
@@ -396,18 +405,19 @@ class Estimator:
                     inputs,
                     prior,
                     self.param,
-                    builder.noise_info,
+                    noise,
                     replace(self.options),
                     builder.torque_noise,
                     self._compiled_models,
                     threads=self.config.solver.threads,
+                    spare_knots=self.config.solver.spare_knots,
                 )
                 if self.stop_event.is_set():
                     solver.request_stop()
                 return solver
             if backend == "compiled":
                 raise ValueError(f"solver.backend: the compiled solver cannot run this problem ({reason})")
-        solver = MCOESolver(builder.problem(running, terminal, inputs, prior), replace(self.options))
+        solver = MCOESolver(builder.problem(running, terminal, inputs, prior, noise), replace(self.options))
         solver.stop_event = self.stop_event
         return solver
 
@@ -418,10 +428,15 @@ class Estimator:
         new_knots = tick.n_created - self._knots_at_last_solve
         self._knots_at_last_solve = tick.n_created
         if tick.restarted:
-            self.solver = None
-        warming = self._warmup_left > 0 and self.solver is not None  # a cold start still converging
+            self.solver = self._recycle = None
+        # after a held solve: its solver, shifted by the whole window like a late tick's (see _recycle)
+        recover = self.solver is None and self._recycle is not None and self.last_good is not None
+        if recover:
+            self.solver = self._recycle
+        self._recycle = None
+        warming = self._warmup_left > 0 and self.solver is not None and not recover  # a cold start still converging
         # more than a window since the previous solve: no knot in common (its cost includes the guess's transient)
-        late = self.solver is not None and new_knots > self.n_intervals
+        late = self.solver is not None and (new_knots > self.n_intervals or recover)
         t_wall = time.perf_counter()
         try:
             # more than a window since the previous solve (a slow machine, a long cold start): the solver shifted by
@@ -429,15 +444,16 @@ class Estimator:
             rebuild = late and self.last_good is not None
             cold = self.solver is None or late
             if cold:
-                self.counters.rebuilt += self.solver is None and self.counters.ticks > 0
-                self.counters.late += late
+                self.counters.rebuilt += (self.solver is None or recover) and self.counters.ticks > 0
+                self.counters.late += late and not recover
                 self.solver = self._fresh_solver(knots, self.solver if late else None)
                 cold = not rebuild
                 warming = False
                 self._warmup_left = self.cold_iterations if cold else 0
             else:
                 running, terminal, inputs, terminal_input = self.builder.shift_arguments(knots, new_knots)
-                self.solver.shift(new_knots, running, terminal, inputs, terminal_input, self.builder.noise_info)
+                noise = self.builder.interval_noise(knots, new_knots)
+                self.solver.shift(new_knots, running, terminal, inputs, terminal_input, noise)
                 if warming:  # not converged yet: the dropped knots' linearisation is not marginalised into the
                     # prior, the window keeps the prior of a problem built from scratch (warm-started)
                     prior = self.builder.arrival_prior(self.solver.xs[0], self.theta, self.theta_info)
@@ -469,15 +485,16 @@ class Estimator:
                 done = result.converged or spread is None
                 self._warmup_left = 0 if done else max(self._warmup_left - max(result.iterations, 1), 0)
             cold = cold or warming  # the cost of a cold start includes its initial transient
-            failure = self._check(result) or self._implausible(result, cold or late)
+            failure = self._check(result)
+            implausible = "" if failure else self._implausible(result, cold or late)
         except (np.linalg.LinAlgError, FloatingPointError) as err:
-            result, failure = None, f"solver error: {err}"
+            result, failure, implausible = None, f"solver error: {err}", ""
         elapsed = time.perf_counter() - t_wall
         self.counters.solve_times.append(elapsed)
         self.counters.ticks += 1
         self.last_time = knots[-1].t + (self.epoch or 0.0)
-        if failure:
-            return self._hold(failure)
+        if failure or implausible:
+            return self._hold(failure or implausible, recyclable=not failure and generation == self._generation)
         if generation != self._generation:  # the payload was reset during this solve
             self.solver = None
             return None
@@ -524,12 +541,15 @@ class Estimator:
             return self._with_rls_payload(est)
         return est
 
-    def _hold(self, failure: str) -> Estimate | None:
-        """Discard this tick's solve: the last good estimate, marked as held (None before the first one)."""
+    def _hold(self, failure: str, recyclable: bool = False) -> Estimate | None:
+        """Discard this tick's solve: the last good estimate, marked as held (None before the first one).
+        ``recyclable``: the solve was finite (implausible against the recent ones): the next tick recycles its
+        solver (see ``_recycle``)."""
         self._warmup_left = 0
         self.counters.held += 1
         self._held_in_row += 1
         self.last_status = f"holding last good estimate ({failure})"
+        self._recycle = self.solver if recyclable else None
         self.solver = None
         if self.last_good is None:
             return None

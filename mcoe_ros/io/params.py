@@ -229,6 +229,12 @@ _TABLE: tuple[Param, ...] = (
         "process noise on the joint velocities per step (unmodelled foot sliding), rad/s; 0 = process_velocity",
     ),
     Param(
+        "noise.touchdown_transient",
+        "estimator.noise.touchdown_transient",
+        "time after a touch-down (impulse knot) whose intervals get process_joint_velocity, the others process_velocity"
+        " on the joints, s; 0 = process_joint_velocity on every interval",
+    ),
+    Param(
         "noise.arrival_position",
         "estimator.noise.arrival_position",
         "initial arrival prior on configuration, m or rad",
@@ -425,7 +431,14 @@ _TABLE: tuple[Param, ...] = (
     Param(
         "solver.threads",
         "estimator.solver.threads",
-        "threads of the compiled solver's per-knot loops (0 = auto: 2 with >= 4 cores, else 1; same results for any)",
+        "threads of the compiled solver's per-knot loops (0 = auto: 2 with >= 4 cores, else 1; a replay 2 with >= 2 "
+        "cores; same results for any)",
+    ),
+    Param(
+        "solver.spare_knots",
+        "estimator.solver.spare_knots",
+        "dropped knots the compiled solver keeps for later shifts' new knots (-1 = one window, 0 = none; ~2 MB each; "
+        "same results for any)",
     ),
     # contact detection
     Param("contact.force_on", "estimator.contact.force_on", "vertical ground reaction force to enter contact, N"),
@@ -464,6 +477,7 @@ _BOUNDS = {
     **{f"noise.{n}": POSITIVE for n in ("foot_velocity", "process_position", "process_velocity")},
     "noise.process_base_linear": NONNEGATIVE,
     "noise.process_joint_velocity": NONNEGATIVE,
+    "noise.touchdown_transient": (0.0, 1.0, True),
     **{f"noise.{n}": POSITIVE for n in ("arrival_position", "arrival_velocity")},
     "noise.joint_torque": NONNEGATIVE,
     "noise.foot_height": NONNEGATIVE,
@@ -498,6 +512,7 @@ _BOUNDS = {
     "solver.max_iterations_cold": (1, None, True),
     "solver.time_budget": NONNEGATIVE,
     "solver.threads": (0, 64, True),
+    "solver.spare_knots": (-1, 100000, True),
     "contact.force_on": NONNEGATIVE,
     "contact.force_off": NONNEGATIVE,
     "contact.min_duration": NONNEGATIVE,
@@ -557,6 +572,9 @@ def check_config(cfg: NodeConfig) -> NodeConfig:
         raise ConfigError("parameter 'estimator.tick_period' must lie between estimator.dt and estimator.window")
     if grid.max_gap < 2 * grid.dt:
         raise ConfigError("parameter 'estimator.max_gap' must be at least two grid steps (2 x estimator.dt)")
+    if cfg.estimator.noise.touchdown_transient > grid.window - grid.tick_period + 1e-12:
+        # the touch-down of every new interval's transient must still be in the window at the shift
+        raise ConfigError("parameter 'noise.touchdown_transient' must not exceed estimator.window - tick_period")
     contact = cfg.estimator.contact
     if contact.force_off > contact.force_on:
         raise ConfigError("parameter 'contact.force_off' must not exceed contact.force_on")
