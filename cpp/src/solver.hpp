@@ -39,8 +39,9 @@ struct Options {
   bool final_direction = true;
   int threads = 1;
   // knots (interval data of their models) that a shift dropped and no new knot took, kept for later shifts: a gait
-  // returns to its contact phases, whose new knots then take them instead of allocating (< 0: one window, N + 1)
-  int spare_knots = -1;
+  // returns to its contact phases, whose new knots then take them instead of allocating (< 0: one window, N + 1;
+  // 0: none, the dropped knots without a match are freed)
+  int spare_knots = 0;
 };
 
 struct IterationLog {

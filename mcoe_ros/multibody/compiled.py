@@ -292,7 +292,8 @@ class CompiledSolver:
     diag(w0)⁻¹, see :meth:`PhaseDynamicsModel.velocity_noise_covariance`), None for a constant W;
     ``models``: a shared :class:`CompiledModels` cache; ``threads``: OpenMP threads over the knots (0: auto,
     :func:`knot_threads`); ``spare_knots``: knots a shift drops and no new knot takes, kept for the new knots of
-    later shifts (a gait returns to its contact phases; -1: one window, N + 1; each costs two interval data).
+    later shifts (a gait returns to its contact phases; -1: one window, N + 1; 0: none; each costs two interval
+    data).
     """
 
     def __init__(
@@ -302,7 +303,7 @@ class CompiledSolver:
         torque_noise: np.ndarray | None = None,
         models: CompiledModels | None = None,
         threads: int = 1,
-        spare_knots: int = -1,
+        spare_knots: int = 0,
     ):
         options = options or SolverOptions()
         reason = unsupported_problem(problem, options)
@@ -327,7 +328,7 @@ class CompiledSolver:
         torque_noise: np.ndarray | None = None,
         models: CompiledModels | None = None,
         threads: int = 1,
-        spare_knots: int = -1,
+        spare_knots: int = 0,
     ) -> CompiledSolver:
         """The solver of the problem ``EstimationProblem(running, terminal, prior, param, noise_info, velocities)``
         with knot inputs ``inputs`` (N+1 (u, z)), without building that Python problem (its per-knot data are what
