@@ -80,13 +80,15 @@ def test_node_survives_bad_messages_and_publishes_no_nan(samples):
     from rclpy.parameter import Parameter
     from sensor_msgs.msg import Imu, JointState
 
-    from mcoe_ros.ros.node import EstimatorNode
+    from mcoe_ros.ros.node import LIVE_STAMP_LEAD, EstimatorNode
 
     ctx = rclpy.context.Context()
     rclpy.init(context=ctx)
     overrides = [Parameter(k, value=v) for k, v in FAST.items()]
     overrides += [Parameter("input.mode", value="joint_states"), Parameter("output.diagnostics_period", value=0.2)]
     node = EstimatorNode(context=ctx, parameter_overrides=overrides)
+    # wall clock (no use_sim_time): headerless stamps may lead the reception time by 2 periods, not 50 ms
+    assert node.feed.stamper.max_lead == LIVE_STAMP_LEAD * node.config.input.low_state_period
     peer = rclpy.create_node("peer", context=ctx)
     pub_j = peer.create_publisher(JointState, "/joint_states", 100)
     pub_i = peer.create_publisher(Imu, "/imu/data", 100)

@@ -60,6 +60,18 @@ def test_headerless_stamper_fills_a_coarse_clock_and_follows_a_fine_one():
     fast = HeaderlessStamper(0.002, max_lead=0.05)
     stamps = np.array([fast(100.0 + 0.001 * k) for k in range(400)])  # 1 kHz: stamps run ahead, then slow down
     assert fast.resyncs >= 1 and np.all(np.diff(stamps) > 0) and fast.last - (100.0 + 0.399) <= 0.05 + 0.002
+    # a live publisher whose clock runs 0.02 % fast against the receiver's (500.1 Hz for 500 Hz), with 0.3 ms of
+    # jitter: stamps at the nominal period run ahead of the reception time, 0.4 us per message (the session-6 soak's
+    # -46 ms after 5 min). The default lead bound (50 ms, for /clock at 40 Hz) lets them reach it; the node's
+    # wall-clock bound (mcoe_ros.ros.node.LIVE_STAMP_LEAD periods) keeps them within 2 periods
+    n = 150_000  # 5 min at 500 Hz
+    live_t = 100.0 + 0.002 / 1.0002 * np.arange(n) + np.random.default_rng(1).uniform(0, 3e-4, n)
+    for lead, low, high in ((0.05, 0.04, 0.05 + 0.002), (0.004, 0.0, 0.004 + 0.002)):
+        live = HeaderlessStamper(0.002, max_lead=lead)
+        stamps = np.array([live(t) for t in live_t])
+        ahead = stamps - live_t
+        assert np.all(np.diff(stamps) > 0)
+        assert low <= ahead[-1000:].max() <= high
     behind = HeaderlessStamper(0.002)  # a receiver that fell behind: stale clock for a burst, then catches up
     stamps = np.array([behind(t) for t in [10.0] * 100 + list(10.2 + 0.002 * np.arange(100))])
     assert np.all(np.diff(stamps) > 0)

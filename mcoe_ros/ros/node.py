@@ -67,6 +67,10 @@ SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=2000, reliability
 REBASE_STEPS = 4
 REBASE_IDLE = 0.05  #: s without input after which the solve thread finishes a pending re-anchoring itself
 GIL_SWITCH_INTERVAL = 0.0001  #: s; Python's default 5 ms would let the solver thread delay a callback that long
+#: headerless LowState stamps on the wall clock (no use_sim_time) lead the (queueing-corrected) reception time by at
+#: most this many periods: the stamper's default 50 ms is sized for /clock at 40 Hz, and on a live stream with jitter
+#: the stamps ratcheted up to that lead (odometry stamped up to 46 ms in the future in the session-6 soak)
+LIVE_STAMP_LEAD = 2.0
 LATCHED_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST,
     depth=1,
@@ -140,6 +144,8 @@ class EstimatorNode(Node):
             self.feed = SensorFeed(self.config)
         except (ValueError, KeyError, RuntimeError, OSError) as err:  # e.g. a frame the URDF does not have
             raise ConfigError(f"parameters 'robot.*' do not fit the robot model: {err}") from err
+        if not self.get_parameter("use_sim_time").value:  # a fine wall clock: see LIVE_STAMP_LEAD
+            self.feed.stamper.max_lead = LIVE_STAMP_LEAD * self.config.input.low_state_period
         sys.setswitchinterval(GIL_SWITCH_INTERVAL)
         self._latency = deque(maxlen=2000)  #: callback entry -> odom/pose/TF published, s
         self._odom_lock = threading.Lock()  #: orders odom publications of the two threads (strictly newer stamps)
