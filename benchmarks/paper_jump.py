@@ -7,13 +7,16 @@ Data: ``mcoe_sim --scenario pronk`` (MuJoCo Go1, 7.2 kg payload as in Table II, 
   tick (every 50 ms) is the newest state of the window (causal, filtering estimate). Two payload priors: 'known' (prior
   at the simulated 7.2 kg payload, i.e. after identification, as for a robot with a correct model) and 'unknown'
   (the default 1 kg prior: the model is wrong by 6 kg until the payload is identified).
-- EKF: steps once per grid knot of the *estimator's* sliding window, i.e. the same resampled sensors and the same
-  dynamics-based contact flags; accelerometer and foot-velocity standard deviations from the same configuration.
+- EKF (:class:`mcoe_ros.testing.knot_ekf.KnotEkf`): steps once per grid knot of the *estimator's* sliding window
+  with the information the OE uses: the same resampled sensors, the zero-velocity update on the OE's settled stance
+  feet, the flat-ground height update on its detected stance feet; standard deviations from the same configuration.
+  'bare EKF' (ablation, the filter of the older docs/jump.md): every detected stance foot, no ground update.
 Alignment: both start at the true position (EKF: at its first knot; OE: its first estimate is translated onto the
 truth at that time); errors are ‖p − p_true‖ at the estimator's tick times.
 
-Run: .venv/bin/python benchmarks/paper_jump.py [--quick]
-  --quick: 2.6 s bag (2 jumps), sigma 0.01. Full: 5 s bag (5 jumps), sigma 0 and 0.01.
+Run: .venv/bin/python benchmarks/paper_jump.py [--quick] [--keep DIR] [--set KEY=VALUE ...]
+  --quick: 2.6 s bag (2 jumps), sigma 0.01. Full: 5 s bag (5 jumps), sigma 0 and 0.01. --set: estimator parameter
+  override (flat name of mcoe_ros/io/params.py, YAML value; the table is then printed, docs are not written).
 Writes docs/jump[_quick].png and docs/jump[_quick].md.
 """
 
@@ -30,13 +33,18 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from mcoe_ros.io.bag import iter_messages  # noqa: E402
 from mcoe_ros.io.feed import SensorFeed  # noqa: E402
 from mcoe_ros.io.params import node_config  # noqa: E402
 from mcoe_ros.multibody.inertia import pi_about_com  # noqa: E402
-from mcoe_ros.testing.datasets import add_noise, load_bag, make_bag, simulated_payload_pi  # noqa: E402
+from mcoe_ros.testing.datasets import (  # noqa: E402
+    add_noise,
+    load_bag,
+    load_truth_positions,
+    make_bag,
+    simulated_payload_pi,
+)
 from mcoe_ros.testing.knot_ekf import KnotEkf  # noqa: E402
-from mcoe_ros.testing.reporting import command_line, md_table, versions, write_doc  # noqa: E402
+from mcoe_ros.testing.reporting import command_line, md_table, parse_overrides, versions, write_doc  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, "docs")
@@ -44,19 +52,6 @@ DOCS = os.path.join(ROOT, "docs")
 
 def make_pronk(path: str, seconds: float) -> None:
     make_bag(path, "pronk", seconds, ("--seed", "0"))
-
-
-def load_truth(path: str) -> tuple[np.ndarray, np.ndarray]:
-    """(t (M,), position (M, 3)) of ground_truth/odom on the clock of mcoe_ros.testing.datasets.load_bag."""
-    t0, ts, ps = None, [], []
-    for topic, t_ns, msg in iter_messages(path, ["joint_states", "ground_truth/odom"]):
-        if topic == "joint_states":
-            t0 = t_ns if t0 is None else t0
-            continue
-        p = msg.pose.pose.position
-        ts.append(t_ns)
-        ps.append((p.x, p.y, p.z))
-    return (np.array(ts) - t0) * 1e-9, np.array(ps)
 
 
 def payload_prior(pi: np.ndarray) -> dict:
@@ -78,22 +73,26 @@ def run(series, truth_t, truth_p, overrides: dict) -> dict:
         return np.array([np.interp(t, truth_t, truth_p[:, i]) for i in range(3)])
 
     ekf = KnotEkf(est, truth_at)
-    oe_t, oe_p, ekf_t, ekf_p, contacts = [], [], [], [], []
+    bare = KnotEkf(est, truth_at, settled=False, ground=False)
+    oe_t, oe_p, ekf_t, ekf_p, bare_p, contacts = [], [], [], [], [], []
     wall = time.perf_counter()
     for k in range(len(series)):
         feed.sample(float(series.t[k]), series.q[k], series.dq[k], series.tau[k], *series.imu(k))
         out = feed.poll()  # advances the grid first, then solves if due
+        bare.update()
         for knot in ekf.update():
             ekf_t.append(knot.t)
             ekf_p.append(ekf.position)
+            bare_p.append(bare.position)
             contacts.append(knot.contacts)
         for e in out:
             oe_t.append(e.t - (est.epoch or 0.0))
             oe_p.append(e.position.copy())
     oe_t, oe_p = np.array(oe_t), np.array(oe_p)
     oe_p = oe_p - oe_p[0] + truth_at(oe_t[0])
-    ekf_t, ekf_p = np.array(ekf_t), np.array(ekf_p)
+    ekf_t, ekf_p, bare_p = np.array(ekf_t), np.array(ekf_p), np.array(bare_p)
     ekf_at = np.array([[np.interp(t, ekf_t, ekf_p[:, i]) for i in range(3)] for t in oe_t])
+    bare_at = np.array([[np.interp(t, ekf_t, bare_p[:, i]) for i in range(3)] for t in oe_t])
     truth = np.array([truth_at(t) for t in oe_t])
     return {
         "t": oe_t,
@@ -104,12 +103,29 @@ def run(series, truth_t, truth_p, overrides: dict) -> dict:
         "ekf_err": np.linalg.norm(ekf_at - truth, axis=1),
         "oe_zerr": np.abs(oe_p[:, 2] - truth[:, 2]),
         "ekf_zerr": np.abs(ekf_at[:, 2] - truth[:, 2]),
+        "bare_err": np.linalg.norm(bare_at - truth, axis=1),
         "node_t": ekf_t,
         "contacts": np.array(contacts),
         "wall": time.perf_counter() - wall,
         "held": est.counters.held,
         "ticks": est.counters.ticks,
     }
+
+
+HEADER = [
+    "sigma",
+    "OE payload prior",
+    "OE RMS cm",
+    "OE max cm",
+    "OE final cm",
+    "OE z RMS cm",
+    "EKF RMS cm",
+    "EKF max cm",
+    "EKF final cm",
+    "EKF z RMS cm",
+    "OE / EKF RMS",
+    "bare EKF RMS cm",
+]
 
 
 def rms(x: np.ndarray) -> float:
@@ -120,7 +136,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--keep", default="")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="estimator parameter override")
     args = ap.parse_args()
+    overrides = parse_overrides(args.set)
     seconds = 2.6 if args.quick else 5.0
     sigmas = (0.01,) if args.quick else (0.0, 0.01)
     wall0 = time.perf_counter()
@@ -132,17 +150,18 @@ def main() -> None:
         if not os.path.exists(path):
             make_pronk(path, seconds)
         clean, _ = load_bag(path)
-        truth_t, truth_p = load_truth(path)
+        truth_t, truth_p = load_truth_positions(path)
         known = payload_prior(simulated_payload_pi())
         for sigma in sigmas:
             series = add_noise(clean, sigma, np.random.default_rng(0))
             for variant, over in (("known", known), ("unknown", {})):
-                r = run(series, truth_t, truth_p, over)
+                r = run(series, truth_t, truth_p, {**over, **overrides})
                 results[sigma, variant] = r
                 print(
                     f"sigma {sigma:g} payload {variant}: OE RMS {1e2 * rms(r['oe_err']):.2f} cm final "
                     f"{1e2 * r['oe_err'][-1]:.2f} cm | EKF RMS {1e2 * rms(r['ekf_err']):.2f} cm final "
-                    f"{1e2 * r['ekf_err'][-1]:.2f} cm [{r['wall']:.0f} s, {r['ticks']} ticks, {r['held']} held]",
+                    f"{1e2 * r['ekf_err'][-1]:.2f} cm | bare EKF RMS {1e2 * rms(r['bare_err']):.2f} cm "
+                    f"[{r['wall']:.0f} s, {r['ticks']} ticks, {r['held']} held]",
                     flush=True,
                 )
     rows = []
@@ -164,8 +183,13 @@ def main() -> None:
                         np.sqrt(np.mean(r["ekf_zerr"] ** 2)),
                     )
                 ),
+                f"{rms(r['oe_err']) / rms(r['ekf_err']):.2f}",
+                f"{1e2 * rms(r['bare_err']):.2f}",
             ]
         )
+    if overrides:  # an ablation: the table only
+        print(f"overrides {overrides}\n" + md_table(HEADER, rows))
+        return
     sigma_plot = sigmas[-1]
     r = results[sigma_plot, "known"]
     ru = results[sigma_plot, "unknown"]
@@ -197,23 +221,7 @@ def main() -> None:
     text = (
         f"<!-- generated by {command_line(ROOT)} -->\n"
         f"pronk {seconds:g} s, noise seed 0, errors at the estimator's {len(r['t'])} tick times; {versions()}; "
-        f"total wall time {total:.0f} s.\n\n"
-        + md_table(
-            [
-                "sigma",
-                "OE payload prior",
-                "OE RMS cm",
-                "OE max cm",
-                "OE final cm",
-                "OE z RMS cm",
-                "EKF RMS cm",
-                "EKF max cm",
-                "EKF final cm",
-                "EKF z RMS cm",
-            ],
-            rows,
-        )
-        + f"\n![jump](jump{suffix}.png)\n"
+        f"total wall time {total:.0f} s.\n\n" + md_table(HEADER, rows) + f"\n![jump](jump{suffix}.png)\n"
     )
     print(text)
     print("wrote", write_doc(DOCS, f"jump{suffix}.md", text), png)

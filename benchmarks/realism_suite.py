@@ -31,8 +31,9 @@ Methods (all on the same bag; the baselines use the ground-truth stance flags, t
 * ``LS10`` -- least squares on the full regression with 10 ms Savitzky-Golay accelerations
   (:func:`mcoe_ros.payload.batch.fit_ols`, MCOE paper Table II);
 * ``RLS`` -- RLS-logdet on the same stream (:func:`mcoe_ros.payload.batch.run_rls`);
-* ``EKF`` -- IMU + leg-kinematics Kalman filter (:class:`mcoe_ros.estimation.leg_odometry.LegKinematicsEkf`) on the
-  OE's grid knots and detected contacts (localisation only).
+* ``EKF`` -- IMU + leg-kinematics Kalman filter (:class:`mcoe_ros.testing.knot_ekf.KnotEkf`) on the OE's grid knots
+  with the OE's information: zero-velocity update on its settled stance feet, flat-ground update on its detected
+  stance feet (localisation only).
 
 Metrics: mass error % (of |true mass|; the signed error in kg where the true mass is ~0), CoM error mm, inertia
 about the CoM error % (relative Frobenius), ATE cm (after first-pose alignment in translation and yaw, see
@@ -56,7 +57,6 @@ from dataclasses import dataclass, field
 import mujoco
 import numpy as np
 import pinocchio as pin
-import yaml
 
 from mcoe_ros.apps.evaluate import (
     CHI2_BAND_95,
@@ -77,6 +77,7 @@ from mcoe_ros.payload.regression import PayloadRegressor, states_from_sensors
 from mcoe_ros.sim.cli import main as sim_main
 from mcoe_ros.testing.datasets import load_bag, regression_stream
 from mcoe_ros.testing.knot_ekf import KnotEkf
+from mcoe_ros.testing.reporting import parse_overrides
 
 SEED = 7
 SG_WINDOW = 0.01
@@ -368,10 +369,7 @@ def main() -> int:
         " (e.g. --set dynamics.model=soft --set actuator.enabled=false); repeatable",
     )
     args = ap.parse_args()
-    overrides = {}
-    for item in args.set:
-        key, _, value = item.partition("=")
-        overrides[key] = yaml.safe_load(value)
+    overrides = parse_overrides(args.set)
     cases = quick_cases() if args.quick else full_cases()
     if args.only:
         cases = [c for c in cases if any(s in c.name for s in args.only.split(","))]

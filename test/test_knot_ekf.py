@@ -33,3 +33,35 @@ def test_the_filter_steps_once_per_new_knot_and_tracks_the_estimator():
     # measured: 0.3 mm apart over 7.9 cm of motion (an EKF not stepped per knot, or stepped twice, drifts by cm)
     assert np.linalg.norm(moved_oe) > 0.03
     assert np.linalg.norm(moved_ekf - moved_oe) < 0.005, (moved_ekf, moved_oe)
+
+
+def test_the_honest_filter_uses_the_estimators_settled_feet_and_ground_through_a_jump(tmp_path):
+    """Simulated pronk (2.6 s, two jumps, 7.2 kg payload, perfect sensors; docs/localisation.md, "the jump"): with the
+    estimator's detected contacts the bare filter (every detected stance foot, no ground) reads the legs retracting
+    after a late-detected lift-off as base velocity and drifts down; the default filter (zero-velocity update on the
+    settled feet, ground update with noise.foot_height, as the optimal estimator) stays within a few cm.
+    Measured (position error at every knot): RMS 4.4 cm (default) vs 9.4 cm (bare)."""
+    from mcoe_ros.testing.datasets import load_bag, load_truth_positions, make_bag
+
+    bag = str(tmp_path / "pronk")
+    make_bag(bag, "pronk", 2.6, ("--seed", "0"))
+    series, _ = load_bag(bag)
+    truth_t, truth_p = load_truth_positions(bag)
+
+    def truth_at(t: float) -> np.ndarray:
+        return np.array([np.interp(t, truth_t, truth_p[:, i]) for i in range(3)])
+
+    feed = SensorFeed()
+    est = feed.estimator
+    honest, bare = KnotEkf(est, truth_at), KnotEkf(est, truth_at, settled=False, ground=False)
+    err = {"honest": [], "bare": []}
+    for k in range(len(series)):
+        feed.sample(float(series.t[k]), series.q[k], series.dq[k], series.tau[k], *series.imu(k))
+        feed.poll()
+        bare.update()
+        for knot in honest.update():
+            err["honest"].append(honest.position - truth_at(knot.t))
+            err["bare"].append(bare.position - truth_at(knot.t))
+    rms = {k: float(np.sqrt(np.mean(np.sum(np.square(v), axis=1)))) for k, v in err.items()}
+    assert len(err["honest"]) == est.window.n_created > 1000
+    assert rms["honest"] < 0.06 and rms["bare"] > 1.6 * rms["honest"], rms

@@ -131,11 +131,13 @@ class LegKinematicsEkf:
             self.P = (np.eye(9) - k @ h) @ self.P
             self.P = 0.5 * (self.P + self.P.T)
 
-    def step(self, knot, dt: float) -> None:
-        """Predict over dt with a grid knot's IMU sample, then update with its stance feet
-        (:class:`mcoe_ros.estimation.window.GridKnot`)."""
+    def step(self, knot, dt: float, still=None) -> None:
+        """Predict over dt with a grid knot's IMU sample (:class:`mcoe_ros.estimation.window.GridKnot`), then the
+        zero-velocity update on the feet ``still`` (nfeet,) (None: its detected stance feet) and the ground update on
+        its detected stance feet."""
         self.predict(dt, knot.imu.quat, knot.imu.gyro, knot.imu.acc)
-        self.update(knot.imu.quat, knot.imu.gyro, knot.joint.q, knot.joint.dq, knot.contacts)
+        feet = knot.contacts if still is None else still
+        self.update(knot.imu.quat, knot.imu.gyro, knot.joint.q, knot.joint.dq, feet)
         self.update_ground_height(knot.imu.quat, knot.joint.q, knot.contacts)
 
     @property

@@ -83,6 +83,20 @@ def load_bag(path: str) -> tuple[SensorSeries, np.ndarray]:
     return series, pi_true
 
 
+def load_truth_positions(path: str) -> tuple[np.ndarray, np.ndarray]:
+    """(t (M,) s, true base position (M, 3) m) of a simulator bag's ground_truth/odom, on the clock of
+    :func:`load_bag` (seconds since the first joint_states message)."""
+    t0, ts, ps = None, [], []
+    for topic, t_ns, msg in iter_messages(path, ["joint_states", "ground_truth/odom"]):
+        if topic == "joint_states":
+            t0 = t_ns if t0 is None else t0
+            continue
+        p = msg.pose.pose.position
+        ts.append(t_ns)
+        ps.append((p.x, p.y, p.z))
+    return (np.array(ts) - t0) * 1e-9, np.array(ps)
+
+
 def add_noise(series: SensorSeries, sigma: float, rng: np.random.Generator) -> SensorSeries:
     """Copy of ``series`` with the noise of the module docstring (sigma = 0: the series itself)."""
     if sigma == 0.0:

@@ -29,6 +29,18 @@ def md_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def parse_overrides(items: list[str]) -> dict:
+    """Estimator parameter overrides from ``KEY=VALUE`` strings (a benchmark's repeatable ``--set``): flat parameter
+    name of :mod:`mcoe_ros.io.params`, YAML value."""
+    import yaml
+
+    out = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        out[key] = yaml.safe_load(value)
+    return out
+
+
 def write_doc(docs_dir: str, name: str, text: str) -> str:
     """Write ``text`` to ``docs_dir/name``; returns the path."""
     os.makedirs(docs_dir, exist_ok=True)
