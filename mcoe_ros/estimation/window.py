@@ -110,7 +110,15 @@ class SlidingWindow:
             ddq = None if prev is None else (joint.dq - prev.joint.dq) / self.dt
             domega = None if prev is None else (imu.gyro - prev.imu.gyro) / self.dt
             forces = self.detector.estimate_forces(
-                imu.quat, imu.gyro, imu.acc, joint.q, joint.dq, joint.tau, ddq, domega
+                imu.quat,
+                imu.gyro,
+                imu.acc,
+                joint.q,
+                joint.dq,
+                joint.tau,
+                ddq,
+                domega,
+                None if prev is None else self.dt,
             ).copy()
             raw = self.detector.update(t, forces, self._foot_force)
             flags = tuple(bool(f) for f in raw)
