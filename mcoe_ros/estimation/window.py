@@ -3,7 +3,8 @@
 Samples arrive asynchronously (joint and IMU streams, possibly at different rates and with jitter). The
 window keeps a grid t_k = k dt; a grid knot is created once both streams have samples on either side
 of t_k (linear interpolation; normalised lerp for the quaternion). Each new knot runs the dynamics-based
-contact detector once (joint and trunk angular accelerations from backward differences of the grid's joint
+contact detector once (its momentum observer steps over the grid period; the inverse-dynamics method and the
+observer's restart use joint and trunk angular accelerations from backward differences of the grid's joint
 velocities and gyro, so swing-leg and trunk inertia are not mistaken for ground force), so contact flags are
 causal and never recomputed. The window holds the last ``n_knots`` grid knots. A sensor gap longer than
 ``max_gap`` (or a stream that stalls) restarts the grid. The window counts what its buffers accept and reject

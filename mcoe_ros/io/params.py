@@ -457,8 +457,8 @@ _TABLE: tuple[Param, ...] = (
     Param(
         "contact.method",
         "estimator.contact.method",
-        "force estimate: inverse dynamics of the leg rows (differenced accelerations) or a generalized-momentum"
-        " observer per leg (no differentiated acceleration)",
+        "force estimate: generalized-momentum observer per leg (no differentiated acceleration) or inverse dynamics"
+        " of the leg rows (differenced accelerations)",
         CONTACT_METHODS,
     ),
     Param(

@@ -14,23 +14,28 @@ stays above ``force_on`` for ``min_duration`` and leaves it when it stays below 
 its touch-down while its vertical force is at least ``settle_fraction`` of the stance feet's mean.
 Raw foot-force sensors (uncalibrated on the Go1, sometimes zero) are only an optional extra cue.
 
-``method = 'momentum'``: a generalized-momentum observer per leg (De Luca & Mattone 2003, Haddadin et al. 2017) in
-place of the inverse dynamics above. The leg's *reduced* momentum p_l = M_l,w w + M_l,l dq_l (leg rows of M nu with
-the base linear velocity set to zero, i.e. nu0 = (0, w, dq)) contains no unknown: M in Pinocchio's local free-flyer
-coordinates depends on the joint angles only, w is the gyro. Its rate of change,
+``method = 'momentum'`` (default): a generalized-momentum observer per leg (De Luca & Mattone 2003, Haddadin et al.
+2017) in place of the inverse dynamics above ('dynamics'). The leg's *reduced* momentum p_l = M_l,w w + M_l,l dq_l
+(leg rows of M nu0, nu0 = (0, w, dq): the base linear velocity, which the IMU does not give, set to zero) contains no
+unknown: M in Pinocchio's local free-flyer coordinates depends on the joint angles only, w is the gyro. Its rate is
 
     dp_l/dt = tau_l + J_l^T f - M_l,lin s_O + (C(q, nu0)^T nu0)_l,
 
-follows from d(M nu)/dt = tau + J^T f + C^T nu - g (dM/dt = C + C^T), the generalized gravity of a free-floating
-robot g = -M (R^T g_W, 0, 0) and the boost invariance of the leg rows (their terms in the base linear velocity cancel:
-evaluate at zero, where the base's acceleration is the classical a_O of the IMU); s_O = a_O - R^T g_W is the specific
-force of the base origin (accelerometer + lever arm), base axes. The residual
+from d(M nu)/dt = tau + J^T f + C^T nu - g (dM/dt = C + C^T), the generalized gravity of a free-floating robot
+g = -M (R^T g_W, 0, ..., 0), and the boost invariance of the leg rows (their terms in the base linear velocity cancel,
+so they are evaluated at zero, where the base acceleration is the classical a_O): s_O = a_O - R^T g_W is the specific
+force of the base origin (accelerometer with the lever arm), base axes. Exact, no approximation beyond the model's
+(test_contact_observer.py checks it by finite differences on a moving base). The residual (leg rows)
 
-    r_k = (1 - K dt) r_{k-1} + K dt [ (p_k - p_{k-1}) / dt - (tau - M_l,lin s_O + C^T nu0)_{k-1/2} ]
+    r_k = (1 - K dt) r_{k-1} + K dt [(p_k - p_{k-1}) / dt - mean(rhs_{k-1}, rhs_k)],  rhs = tau - M_l,lin s_O + C^T nu0
 
-(trapezoidal mean of the two samples' right-hand sides) is the discrete first-order filter r = K / (s + K) J^T f:
-no joint or angular acceleration is differentiated, the rotor inertia I_r (armature) enters only as I_r dq in p, and
-at K dt = 1 r is the one-step momentum difference (the inverse dynamics with a centred difference). f = J_l^-T r.
+is the discrete first-order filter r = K / (s + K) J^T f (K = ``observer_gain``, 1/s). No joint or angular
+acceleration is differentiated and the torques are averaged over the interval that the momentum change spans: the
+inverse dynamics instead pairs the interval's mean (backward-differenced) acceleration with the torque at its end,
+which reads a fast torque change, e.g. a leg unloading at lift-off, times the rotor inertia as foot force. The
+rotor inertia I_r (armature) enters only as I_r dq in p; a *wrong* I_r still reads as I_r dq-dot filtered (the
+observer cannot tell a wrong model from a force). At K dt >= 1 (the default at 500 Hz) r is the interval's mean
+J^T f, half a sample late; a lower K trades delay for noise. f = J_l^-T r.
 """
 
 from __future__ import annotations
@@ -65,9 +70,9 @@ class ContactConfig:
     #: still slides and rolls (relative, so that a standing robot's evenly loaded feet are all settled)
     settle_fraction: float = 0.7
     settle_time: float = 0.03  #: s, a stance foot is settled only this long after its touch-down
-    #: force estimate: 'dynamics' (inverse dynamics of the leg rows with backward-differenced accelerations) or
-    #: 'momentum' (generalized-momentum observer per leg, no differentiated accelerations; module docstring)
-    method: str = "dynamics"
+    #: force estimate: 'momentum' (generalized-momentum observer per leg, no differentiated accelerations; module
+    #: docstring) or 'dynamics' (inverse dynamics of the leg rows with backward-differenced accelerations)
+    method: str = "momentum"
     observer_gain: float = 500.0  #: 1/s, momentum observer bandwidth K (K dt >= 1: no filtering)
 
     def __post_init__(self) -> None:
