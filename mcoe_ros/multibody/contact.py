@@ -58,6 +58,11 @@ except ImportError:
 CONTACT_METHODS = ("dynamics", "momentum")
 
 
+def _copied(*arrays) -> tuple:
+    """Float copies of a sample's arrays (None kept): the observer keeps the previous sample."""
+    return tuple(None if a is None else np.array(a, dtype=float) for a in arrays)
+
+
 @dataclass
 class ContactConfig:
     force_on: float = 8.0  #: N, vertical force to enter contact (Go1 stance foot: 30-100 N)
@@ -129,6 +134,8 @@ class ContactDetector:
         #: momentum observer state: previous reduced momentum and right-hand side (leg rows), residual J^T f (leg rows)
         self._obs_p: np.ndarray | None = None
         self._obs_rhs = np.zeros(len(self._legs))
+        self._obs_sample: tuple | None = None  #: the previous sample's inputs (its p, rhs again after a model change)
+        self._obs_stale = False  #: the model changed since the previous sample (set_actuator, set_leg_scale)
         self._obs_r = np.zeros(len(self._legs))
 
     def reset(self) -> None:
@@ -167,7 +174,9 @@ class ContactDetector:
             return self._observe(quat_wxyz, gyro, acc, qj, dqj, tau, domega_imu, dt)
         forces = self._inverse_dynamics(quat_wxyz, gyro, acc, qj, dqj, tau, ddqj, domega_imu)
         if self.config.method == "momentum":
-            self._obs_p, self._obs_rhs[:] = self._momentum(quat_wxyz, gyro, acc, qj, dqj, tau, domega_imu)
+            sample = _copied(quat_wxyz, gyro, acc, qj, dqj, tau, domega_imu)
+            self._obs_p, self._obs_rhs[:] = self._momentum(*sample)
+            self._obs_sample, self._obs_stale = sample, False
             self._obs_r[:] = np.einsum("fij,fj->fi", self._jac_t, forces).ravel()
         return forces
 
@@ -232,13 +241,19 @@ class ContactDetector:
             self._jac_t[i] = jac[:3, self._leg_cols[i]].T
 
     def _observe(self, quat_wxyz, gyro, acc, qj, dqj, tau, domega_imu, dt: float) -> np.ndarray:
-        """One momentum-observer step over dt (s); forces (nfeet, 3), world axes, N."""
-        p, rhs = self._momentum(quat_wxyz, gyro, acc, qj, dqj, tau, domega_imu)
+        """One momentum-observer step over dt (s); forces (nfeet, 3), world axes, N. After a model change (identified
+        actuator or legs) the previous sample's momentum is recomputed with the new model: the change of model is
+        no change of momentum (else a swinging leg reads Delta I_r dq / dt as force once per solve)."""
+        if self._obs_stale:
+            self._obs_stale = False
+            self._obs_p, self._obs_rhs[:] = self._momentum(*self._obs_sample)
+        sample = _copied(quat_wxyz, gyro, acc, qj, dqj, tau, domega_imu)
+        p, rhs = self._momentum(*sample)
         gain = min(self.config.observer_gain * dt, 1.0)
         r = self._obs_r
         r *= 1.0 - gain
         r += gain * ((p - self._obs_p) / dt - 0.5 * (rhs + self._obs_rhs))
-        self._obs_p, self._obs_rhs[:] = p, rhs
+        self._obs_p, self._obs_rhs[:], self._obs_sample = p, rhs, sample
         self._rhs_legs[:] = r.reshape(-1, 3)
         return self._solve_legs()
 
@@ -250,6 +265,7 @@ class ContactDetector:
         armature = self.robot.model.armature.copy()
         armature[self.robot.nu_base :] += actuator.rotor_inertia(params)
         self._actuator = (actuator, params, armature)
+        self._obs_stale = True
 
     def set_leg_scale(self, scale: float) -> None:
         """Use identified leg bodies: every body but the payload's parent gets ``scale`` times its URDF inertial
@@ -260,6 +276,7 @@ class ContactDetector:
             nom = self.robot.nominal_inertias[j]
             model.inertias[j] = pin.Inertia(scale * nom.mass, nom.lever, scale * nom.inertia)
         self._model = model
+        self._obs_stale = True
         if scale != 1.0:  # the compiled estimate holds the URDF's legs: the reference computes the scaled ones
             self._compiled = None
 
