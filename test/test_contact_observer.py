@@ -283,3 +283,24 @@ def test_a_new_identified_model_is_no_change_of_momentum(robot):
             np.testing.assert_allclose(a, b, atol=1e-9)
         elif k > 1:
             assert np.abs(a - b).max() > 1e-3  # the models differ before the switch
+
+
+def test_the_observer_with_the_compiled_restart_equals_the_python_reference(robot):
+    """With the extension built, the observer's restart (the inverse-dynamics estimate) is the compiled one; the
+    whole force sequence equals the Python reference's (K dt < 1: the restart stays in the filter's memory)."""
+    from mcoe_ros.multibody import contact
+
+    if contact._CompiledForces is None:
+        pytest.skip("compiled extension (ContactForces) not built")
+    dt = 0.002
+    samples, _ = _lift_off(robot, 25, dt, 0.01, 0.0303)
+    act = ActuatorModel(robot)
+    params = np.array([1.0, 1.5, 2.0, 0.2, 0.2, 0.2, 0.01, 0.01, 0.01])
+    dets = [ContactDetector(robot, ContactConfig(observer_gain=200.0), compiled=c) for c in (None, False)]
+    for det in dets:
+        det.set_actuator(act, params)
+    assert dets[0]._compiled is not None
+    for k, (quat, gyro, spec, qj, dqj, tau, dw) in enumerate(samples):
+        ddq = None if k == 0 else (dqj - samples[k - 1][4]) / dt
+        out = [d.estimate_forces(quat, gyro, spec, qj, dqj, tau, ddq, dw, None if k == 0 else dt).copy() for d in dets]
+        np.testing.assert_allclose(out[0], out[1], atol=1e-9)
