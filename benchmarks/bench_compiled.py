@@ -103,11 +103,12 @@ def replay_times(backend: str, seconds: float) -> dict:
     }
 
 
-def crocoddyl_time(python: str, n: int) -> dict | None:
+def crocoddyl_time(python: str, n: int, threads: int = 1) -> dict | None:
     script = os.path.join(ROOT, "benchmarks", "bench_crocoddyl.py")
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS="1")
     env.pop("PYTHONPATH", None)
-    out = subprocess.run([python, script, "--n", str(n)], capture_output=True, text=True, env=env, timeout=600)
+    cmd = [python, script, "--n", str(n), "--threads", str(threads)]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     if out.returncode != 0:
         print(f"crocoddyl benchmark failed: {out.stderr.strip()[-500:]}", file=sys.stderr)
         return None
@@ -153,32 +154,36 @@ def main() -> None:
             f"{r['speed']:.2f} |"
         )
         print(lines[-1], flush=True)
-    if args.crocoddyl_python:
-        croc = crocoddyl_time(args.crocoddyl_python, 100)
-        if croc is not None and 100 in rows:
-            mine = min(rows[100]["compiled_1"], rows[100]["compiled_2"])
+    if args.crocoddyl_python and 100 in rows:
+        crocs = {t: crocoddyl_time(args.crocoddyl_python, 100, t) for t in (1, 2)}
+        if crocs[1] is not None:
+            c1 = crocs[1]
             lines += [
                 "",
-                "| N = 100 | iteration (ms) | compiled / this |",
-                "|---|---|---|",
-                f"| Crocoddyl {croc['versions']['crocoddyl']} FDDP (1 thread, pin {croc['versions']['pinocchio']}) | "
-                f"{1e3 * croc['iteration_s']:.2f} | {mine / croc['iteration_s']:.2f} |",
-                f"| compiled MCOE (best of 1 / 2 threads) | {1e3 * mine:.2f} | 1.00 |",
+                f"| N = 100, iteration (ms) | Crocoddyl {c1['versions']['crocoddyl']} FDDP (pin "
+                f"{c1['versions']['pinocchio']}) | compiled MCOE | MCOE / Crocoddyl |",
+                "|---|---|---|---|",
+            ]
+            for t, croc in crocs.items():
+                if croc is None:
+                    continue
+                mine = rows[100][f"compiled_{t}"]
+                lines.append(
+                    f"| {t} thread{'s' if t > 1 else ''} | {1e3 * croc['iteration_s']:.2f} | {1e3 * mine:.2f} | "
+                    f"{mine / croc['iteration_s']:.2f} |"
+                )
+            ph = rows[100]["phases"]
+            lines += [
                 "",
                 "| N = 100, one thread, ms | linearisation (MCOE: dynamics, x/w/θ derivatives, measurements; "
                 "Crocoddyl: calc + calcDiff) | direction (Riccati) | one trial rollout |",
                 "|---|---|---|---|",
-            ]
-            ph = rows[100]["phases"]
-            lines.append(
                 f"| compiled MCOE | {1e3 * ph['linearisation']:.2f} | {1e3 * ph['direction']:.2f} | "
-                f"{1e3 * ph['trial']:.2f} |"
-            )
-            lines.append(
-                f"| Crocoddyl FDDP | {1e3 * croc['calc_diff_s']:.2f} | {1e3 * croc['backward_s']:.2f} | "
-                f"{1e3 * croc['forward_s']:.2f} |"
-            )
-            print("\n".join(lines[-6:]), flush=True)
+                f"{1e3 * ph['trial']:.2f} |",
+                f"| Crocoddyl FDDP | {1e3 * c1['calc_diff_s']:.2f} | {1e3 * c1['backward_s']:.2f} | "
+                f"{1e3 * c1['forward_s']:.2f} |",
+            ]
+            print("\n".join(lines[-10:]), flush=True)
     lines += ["", f"uptime after: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}"]
     print("\n".join(lines))
     if args.write:

@@ -10,7 +10,7 @@ pin 4.0.0), set up with:
 
 (pip reports example-robot-data 6.0.0 and crocoddyl 3.2.1 as conflicting; 5.0.0 resolves with them.)
 
-Run: .venv-croc/bin/python benchmarks/bench_crocoddyl.py [--n 100] [--repeats 20]
+Run: .venv-croc/bin/python benchmarks/bench_crocoddyl.py [--n 100] [--repeats 20] [--threads 1]
 Prints one JSON line: {"N", "iteration_s" (min over repeats of calcDiff + backward pass + one forward pass),
 "iteration_median_s", "calc_diff_s", "backward_s", "forward_s", "versions"}.
 """
@@ -29,7 +29,7 @@ import pinocchio as pin
 FEET = ("FL_foot", "FR_foot", "RL_foot", "RR_foot")
 
 
-def go1_problem(n: int, dt: float = 2e-3) -> tuple[crocoddyl.ShootingProblem, np.ndarray]:
+def go1_problem(n: int, dt: float = 2e-3, threads: int = 1) -> tuple[crocoddyl.ShootingProblem, np.ndarray]:
     robot = example_robot_data.load("go1")
     model = robot.model
     q0 = model.referenceConfigurations["standing"].copy() if "standing" in model.referenceConfigurations else None
@@ -62,7 +62,7 @@ def go1_problem(n: int, dt: float = 2e-3) -> tuple[crocoddyl.ShootingProblem, np
 
     running = running_model(False)
     problem = crocoddyl.ShootingProblem(x0, [running] * n, running_model(True))
-    problem.nthreads = 1
+    problem.nthreads = threads
     return problem, x0
 
 
@@ -70,8 +70,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=1, help="ShootingProblem.nthreads (calc / calcDiff over the knots)")
     args = ap.parse_args()
-    problem, x0 = go1_problem(args.n)
+    problem, x0 = go1_problem(args.n, threads=args.threads)
     solver = crocoddyl.SolverFDDP(problem)
     rng = np.random.default_rng(0)
     xs = [x0 + np.r_[np.zeros(7), 1e-3 * rng.standard_normal(x0.size - 7)] for _ in range(args.n + 1)]
@@ -96,6 +97,7 @@ def main() -> None:
         json.dumps(
             {
                 "N": args.n,
+                "threads": problem.nthreads,
                 "iteration_s": min(its),
                 "iteration_median_s": float(np.median(its)),
                 "calc_diff_s": min(cds),

@@ -121,6 +121,9 @@ OE_ROWS = [
     ("OE before, base linear process noise x8", {**OLD_JOINT, "noise.process_base_linear": 0.16}, False),
     ("OE joint process noise 0.08 rad/s", {"noise.process_joint_velocity": 0.08}, False),
     ("OE joint process noise 0.16 rad/s", {"noise.process_joint_velocity": 0.16}, False),
+    # joint process noise only on the touch-down transients (docs/realism.md, run 5)
+    ("OE joint process noise on touch-down transients 0.1 s", {"noise.touchdown_transient": 0.1}, False),
+    ("OE joint process noise on touch-down transients 0.15 s", {"noise.touchdown_transient": 0.15}, False),
 ]
 
 

@@ -25,6 +25,7 @@ from mcoe_ros.multibody.measurements import (
 )
 from mcoe_ros.multibody.robot import RobotModel
 from mcoe_ros.ocp.problem import (
+    EstimationProblem,
     EuclideanParameters,
     PositiveParameters,
     StackedParametrization,
@@ -460,3 +461,121 @@ def test_spare_knots_stop_allocation_and_change_nothing():
     # once the window has cycled (8 shifts) the dropped knots of every phase are spares: no shift allocates any more,
     # while without spares each of them allocates its new knots (another phase than the dropped one)
     assert sum(alloc_kept[8:]) == 0 and sum(alloc_none[8:]) == 4 * k
+
+
+def _per_knot_problem(prob, infos, noise_model=None):
+    """``prob`` (a velocity-noise window) with per-interval diagonal noise information ``infos`` (N of (nv,))."""
+    knots = prob.knots
+    out = EstimationProblem(
+        [k.model for k in knots[:-1]],
+        knots[-1].model,
+        prob.prior,
+        prob.param,
+        list(infos),
+        prob.noise_dims,
+        noise_model,
+    )
+    for k, knot in enumerate(knots):
+        out.set_knot(k, knot.data.u, knot.data.z)
+    return out
+
+
+def _loose_tight(n: int, nv: int, loose: set[int]) -> list[np.ndarray]:
+    """Per-interval information: 0.02^-2 on every velocity, the joints 0.06^-2 on the intervals ``loose``."""
+    infos = []
+    for k in range(n):
+        w = np.full(nv, 0.02**-2.0)
+        if k in loose:
+            w[6:] = 0.06**-2.0
+        infos.append(w)
+    return infos
+
+
+@pytest.mark.parametrize("torque", [False, True])
+def test_per_knot_noise_matches_python(torque):
+    """Per-interval noise information (looser joint velocities on some intervals, as on a touch-down transient), with
+    and without the torque-noise model on top of it: one step and four iterations agree with the Python reference,
+    and every knot holds its own information."""
+    base, xs_true, pi_true = go1_velocity_window(20, seed=9, noise=0.5)
+    nv = base.nw
+    infos = _loose_tight(base.N, nv, {3, 4, 5, 11})
+    torque_std = np.full(12, 0.3) if torque else None
+
+    def noise_model(knot):  # the estimator's (ProblemBuilder): torque noise on top of the interval's own
+        cov = knot.model.dynamics.velocity_noise_covariance(knot.data.dyn, torque_std, 0.0)
+        return np.linalg.inv(cov + np.linalg.inv(knot.W_base))
+
+    prob = _per_knot_problem(base, infos, noise_model if torque else None)
+    xs, ws = _perturbed_guess(prob, xs_true, np.random.default_rng(10))
+    theta0 = prob.param.theta(perturbed(pi_true, 1.2))
+    cs = compiled.CompiledSolver(prob, SolverOptions(), torque_noise=torque_std)
+    for k in range(prob.N):
+        np.testing.assert_array_equal(cs._cpp.knot_noise_info(k), infos[k])
+    # one step: linearisation (+ the noise model's refresh) and direction
+    py = MCOESolver(prob, SolverOptions())
+    py.set_guess(xs, ws, theta0)
+    cost = prob.calc_diff(py.xs, py.ws, py.theta) + prob.refresh_noise(py.ws)
+    _, d1, d2 = py.compute_direction(1e-8)
+    cs.set_guess(xs, ws, theta0)
+    res0 = cs.solve(max_iter=0)
+    _close(res0.cost, cost)
+    for k in (0, 3, 11, prob.N - 1):
+        _close(cs.problem.knots[k].W, prob.knots[k].W)
+    assert torque == (not np.allclose(prob.knots[3].W, np.diag(infos[3])))
+    cd1, cd2, _ = cs._cpp.compute_direction(1e-8)
+    scale = np.abs(py.dx).max()
+    _close(cs.dx / scale, py.dx / scale)
+    _close(cs.dw / scale, py.dw / scale)
+    _close([cd1, cd2], [d1, d2])
+    # a few full iterations (line search, re-linearisation)
+    res = MCOESolver(prob, SolverOptions(max_iter=4)).solve(xs, ws, theta0)
+    cres = cs.solve(xs, ws, theta0, max_iter=4)
+    assert [lg.step for lg in cres.log] == [lg.step for lg in res.log]
+    _close(cres.theta, res.theta, 1e-8)
+    _close(np.array(cres.xs), np.array(res.xs), 1e-8)
+    _close(cres.cost, res.cost, 1e-8)
+    # the loose intervals matter: the same problem with one information everywhere solves differently
+    uniform = compiled.CompiledSolver(_per_knot_problem(base, [infos[0]] * base.N), torque_noise=torque_std)
+    assert np.abs(uniform.solve(xs, ws, theta0, max_iter=4).cost - cres.cost) > 1e-6 * abs(cres.cost)
+
+
+def test_shift_with_per_knot_noise_matches_python():
+    """A shift whose new intervals each get their own information (a loose one between tight ones): the new knots
+    hold it, the prior, states and next solve agree with the Python reference; without noise_info the new intervals
+    take the last kept interval's information."""
+    base, xs_true, pi_true = go1_velocity_window(24, seed=11, noise=0.5)
+    nv = base.nw
+    prob = _per_knot_problem(base, _loose_tight(base.N, nv, {20, 21, 22, 23}))
+    xs, ws = _perturbed_guess(prob, xs_true, np.random.default_rng(12))
+    theta0 = prob.param.theta(perturbed(pi_true, 1.1))
+    opts = SolverOptions(max_iter=3)
+    py, cs = MCOESolver(prob, opts), compiled.CompiledSolver(prob, opts)
+    py.solve(xs, ws, theta0)
+    cs.solve(xs, ws, theta0)
+    model = prob.knots[0].model
+    inputs = [(prob.knots[j].data.u, prob.knots[j].data.z) for j in (23, 4, 5)]
+    terminal_input = (prob.knots[6].data.u, prob.knots[6].data.z)
+    new = _loose_tight(3, nv, {1})
+    cs.shift(3, [model] * 3, model, inputs, terminal_input, new)
+    py.shift(3, [model] * 3, model, inputs, terminal_input, new)
+    n = prob.N
+    for j in range(3):
+        np.testing.assert_array_equal(cs._cpp.knot_noise_info(n - 3 + j), new[j])
+        np.testing.assert_array_equal(np.diag(py.problem.knots[n - 3 + j].W), new[j])
+    np.testing.assert_array_equal(cs._cpp.knot_noise_info(n - 4), _loose_tight(24, nv, {20})[20])  # kept, loose
+    pp, cp = py.problem.prior, cs.problem.prior
+    scale = np.abs(pp.hessian).max()
+    _close(cp.hessian / scale, pp.hessian / scale)
+    _close(cp.gradient / scale, pp.gradient / scale)
+    _close(np.array(cs.xs), np.array(py.xs))
+    res, cres = py.solve(max_iter=3), cs.solve(max_iter=3)
+    _close(cres.theta, res.theta, 1e-8)
+    _close(np.array(cres.xs), np.array(res.xs), 1e-8)
+    # default: the last kept interval's information (new[2], the last interval of the shift above)
+    cs.shift(2, [model] * 2, model, inputs[:2], terminal_input)
+    py.shift(2, [model] * 2, model, inputs[:2], terminal_input)
+    for j in (n - 2, n - 1):
+        np.testing.assert_array_equal(cs._cpp.knot_noise_info(j), new[2])
+        np.testing.assert_array_equal(np.diag(py.problem.knots[j].W), new[2])
+    with pytest.raises(ValueError, match="noise information"):
+        cs.shift(2, [model] * 2, model, inputs[:2], terminal_input, new)

@@ -169,12 +169,12 @@ PYBIND11_MODULE(_mcoe, m) {
       .def("set_problem",
            [](Solver& s, const std::vector<std::shared_ptr<IntervalModel>>& running,
               const std::shared_ptr<IntervalModel>& terminal, const Vec& x_bar, const Vec& theta_bar, const Mat& H,
-              const Vec& g, const Vec& noise_info) {
+              const Vec& g, const Mat& noise_info) {
              py::gil_scoped_release release;  // allocates every knot's data: the node's sensor callbacks keep running
              s.setProblem(asModels(running), terminal, Prior{x_bar, theta_bar, H, g}, noise_info);
            })
       .def("set_knot", &Solver::setKnot, py::arg("k"), py::arg("u") = Vec(), py::arg("z") = Vec())
-      .def("set_torque_noise", &Solver::setTorqueNoise)
+      .def("set_torque_noise", &Solver::setTorqueNoise, py::arg("torque_std"))
       .def("set_guess", &Solver::setGuess)
       .def("solve", [](Solver& s, int max_iter) {
         Result r;
@@ -222,7 +222,7 @@ PYBIND11_MODULE(_mcoe, m) {
       .def("shift",
            [](Solver& s, int k, const std::vector<std::shared_ptr<IntervalModel>>& running,
               const std::shared_ptr<IntervalModel>& terminal, const std::vector<Vec>& us, const std::vector<Vec>& zs,
-              const Vec& u_terminal, const Vec& z_terminal, const Vec& noise_info) {
+              const Vec& u_terminal, const Vec& z_terminal, const Mat& noise_info) {
              py::gil_scoped_release release;
              s.shift(k, asModels(running), terminal, us, zs, u_terminal, z_terminal, noise_info);
            })
@@ -261,6 +261,8 @@ PYBIND11_MODULE(_mcoe, m) {
       .def("knot_data", [](Solver& s, int k) -> IntervalData& { return *s.knot(k).data; },
            py::return_value_policy::reference_internal)
       .def("knot_W", [](const Solver& s, int k) { return s.knot(k).W; })
+      .def("knot_noise_info", [](const Solver& s, int k) { return s.knot(k).w0; },
+           "Constant diagonal velocity-noise information (nv,) of interval k (W without the torque-noise model).")
       .def_property(
           "timings",
           [](const Solver& s) {

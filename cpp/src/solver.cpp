@@ -220,14 +220,22 @@ void Solver::difference(const Eigen::Ref<const Vec>& x0, const Eigen::Ref<const 
 }
 
 // ------------------------------------------------------------------------------------------------ problem
-Knot Solver::makeKnot(const std::shared_ptr<const IntervalModel>& m, const Vec& noise_info, bool terminal) {
+void Solver::setNoise(Knot& kn, const NoiseRow& w0) const {
+  kn.w0 = w0;
+  kn.W.setZero();
+  kn.W.diagonal() = w0;
+}
+
+Knot Solver::makeKnot(const std::shared_ptr<const IntervalModel>& m, const NoiseRow& w0, bool terminal) {
   Knot kn;
   kn.model = m;
   kn.data = m->createData();
   kn.trial = m->createData();
   ++timings.knots_allocated;
   kn.terminal = terminal;
-  kn.W = terminal ? Mat(Mat::Identity(nv_, nv_)) : Mat(noise_info.asDiagonal());
+  kn.W.setZero(nv_, nv_);
+  kn.w0.setOnes(nv_);
+  if (!terminal) setNoise(kn, w0);
   const int nth = param_.size();
   kn.Fth.setZero(ndx_, nth);
   kn.Rth.setZero(m->nr, nth);
@@ -251,18 +259,21 @@ Knot Solver::makeKnot(const std::shared_ptr<const IntervalModel>& m, const Vec& 
 }
 
 void Solver::setProblem(const std::vector<std::shared_ptr<const IntervalModel>>& running,
-                        const std::shared_ptr<const IntervalModel>& terminal, const Prior& p, const Vec& noise_info) {
+                        const std::shared_ptr<const IntervalModel>& terminal, const Prior& p, const Mat& noise_info) {
   state_model_ = terminal;
   nq_ = terminal->nq;
   nv_ = terminal->nv;
   nx_ = terminal->nx;
   ndx_ = terminal->ndx;
   if (terminal->npi != param_.size()) throw std::invalid_argument("interval models and parametrization disagree");
-  if (noise_info.size() != nv_) throw std::invalid_argument("noise information must have nv entries (velocities)");
+  if (noise_info.rows() != static_cast<int>(running.size()) || noise_info.cols() != nv_)
+    throw std::invalid_argument("noise information must be (N, nv): one row of velocity information per interval");
   knots_.clear();
   spare_.clear();
-  for (const auto& m : running) knots_.push_back(makeKnot(m, noise_info, false));
-  knots_.push_back(makeKnot(terminal, noise_info, true));
+  for (size_t k = 0; k < running.size(); ++k)
+    knots_.push_back(makeKnot(running[k], noise_info.row(static_cast<int>(k)).transpose(), false));
+  knots_.push_back(makeKnot(terminal, Vec::Ones(nv_), true));
+  noise_cov_.setZero(nv_, nv_);
   prior = p;
   prior.H = sym(prior.H);
   allocate();
@@ -305,9 +316,8 @@ void Solver::setKnot(int k, const Vec& u, const Vec& z) {
   marg_valid_ = false;
 }
 
-void Solver::setTorqueNoise(const Vec& torque_std, double floor_std) {
+void Solver::setTorqueNoise(const Vec& torque_std) {
   torque_std_ = torque_std;
-  floor_std_ = floor_std;
   invalidate();
 }
 
@@ -402,13 +412,14 @@ double Solver::calcDiff(bool reuse) {
 
 void Solver::refreshNoise(double& cost) {
   if (torque_std_.size() == 0) return;
-  Mat cov;
   for (int k = 0; k < N(); ++k) {
     Knot& kn = knots_[k];
     const Vec& w = ws[k];
     const double before = w.dot(kn.W * w);
-    kn.model->velocityNoiseCovariance(*kn.data, torque_std_, floor_std_, cov);
-    kn.W = cov.inverse();
+    // the torque noise on top of the interval's constant velocity noise diag(w0)^-1
+    kn.model->velocityNoiseCovariance(*kn.data, torque_std_, 0.0, noise_cov_);
+    noise_cov_.diagonal() += kn.w0.cwiseInverse();
+    kn.W = noise_cov_.inverse();
     const double after = w.dot(kn.W * w);
     cost += 0.5 * (after - before);
     kn.cost += 0.5 * (after - before);
@@ -843,10 +854,12 @@ void Solver::rolloutGuess(int start) {
 
 void Solver::shift(int k, const std::vector<std::shared_ptr<const IntervalModel>>& running,
                    const std::shared_ptr<const IntervalModel>& terminal, const std::vector<Vec>& us,
-                   const std::vector<Vec>& zs, const Vec& u_terminal, const Vec& z_terminal, const Vec& noise_info) {
+                   const std::vector<Vec>& zs, const Vec& u_terminal, const Vec& z_terminal, const Mat& noise_info) {
   const int n_old = N();
   if (static_cast<int>(running.size()) != k || k <= 0 || k > n_old)
     throw std::invalid_argument("shift needs 0 < k <= N and k new models");
+  if (noise_info.rows() != k || noise_info.cols() != nv_)
+    throw std::invalid_argument("shift: noise information must be (k, nv), one row per new interval");
   const auto t0 = std::chrono::steady_clock::now();
   // marginal prior from the solve's linearisation when it is the current one (no dynamics evaluation)
   Prior p = marginalPrior(k, !linearized_);
@@ -883,7 +896,7 @@ void Solver::shift(int k, const std::vector<std::shared_ptr<const IntervalModel>
     const bool terminal_ = j == k;
     const auto& m = model_of(j);
     if (take[j] < 0) {
-      next.push_back(makeKnot(m, noise_info, terminal_));
+      next.push_back(terminal_ ? makeKnot(m, Vec::Ones(nv_), true) : makeKnot(m, noise_info.row(j).transpose(), false));
       continue;
     }
     Knot kn = std::move(pool[take[j]]);
@@ -896,7 +909,12 @@ void Solver::shift(int k, const std::vector<std::shared_ptr<const IntervalModel>
     }
     kn.terminal = terminal_;
     kn.linearized = kn.forward_ready = false;
-    kn.W = terminal_ ? Mat(Mat::Identity(nv_, nv_)) : Mat(noise_info.asDiagonal());
+    if (terminal_) {
+      kn.w0.setOnes();
+      kn.W.setIdentity();
+    } else {
+      setNoise(kn, noise_info.row(j).transpose());
+    }
     next.push_back(std::move(kn));
   }
   knots_ = std::move(next);

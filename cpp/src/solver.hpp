@@ -69,10 +69,16 @@ struct Timings {
   int knots_allocated = 0;   // knots whose interval data were allocated (problem set-up; a shift recycles)
 };
 
+// a row of an (n, nv) noise-information matrix or a vector, without a copy
+using NoiseRow = Eigen::Ref<const Vec, 0, Eigen::InnerStride<>>;
+
 struct Knot {
   std::shared_ptr<const IntervalModel> model;
   std::unique_ptr<IntervalData> data, trial;
-  Mat W;                       // process-noise information (nv, nv)
+  // process-noise information (nv, nv): diag(w0), or with the torque-noise model (Sigma_tau + diag(w0)^-1)^-1
+  // (refreshNoise); w0 (nv,): the interval's constant (diagonal) information as set by setProblem / shift
+  Mat W;
+  Vec w0;
   Mat Fth, Rth, A, C;          // linearisation
   Vec gap, fbar, y;
   // the measurements' Gauss-Newton blocks over (dx_k, dtheta) at the linearisation, J = [Rx Rth]: Hr = J^T J
@@ -100,10 +106,14 @@ class Solver {
   Solver(const Parametrization& param, const Options& options);
 
   // ---- problem
+  // noise_info (N, nv): row k the diagonal information of interval k's velocity noise (per-knot: e.g. looser on a
+  // touch-down transient, mcoe_ros.estimation.builder)
   void setProblem(const std::vector<std::shared_ptr<const IntervalModel>>& running,
-                  const std::shared_ptr<const IntervalModel>& terminal, const Prior& prior, const Vec& noise_info);
+                  const std::shared_ptr<const IntervalModel>& terminal, const Prior& prior, const Mat& noise_info);
   void setKnot(int k, const Vec& u, const Vec& z);  // empty vectors leave the value
-  void setTorqueNoise(const Vec& torque_std, double floor_std);  // state-dependent velocity noise (empty = off)
+  // state-dependent velocity noise (empty = off): covariance per interval dt^2 (da/dtau) diag(torque_std^2)
+  // (da/dtau)^T + diag(w0)^-1 (the interval's constant noise), refreshed at the first linearisation of a solve
+  void setTorqueNoise(const Vec& torque_std);
   void setGuess(const std::vector<Vec>& xs, const std::vector<Vec>& ws, const Vec& theta);
   int N() const { return static_cast<int>(knots_.size()) - 1; }
   int spareCount() const { return static_cast<int>(spare_.size()); }
@@ -131,7 +141,7 @@ class Solver {
   double tryStep(double alpha, double& gap_l1);
   void shift(int k, const std::vector<std::shared_ptr<const IntervalModel>>& running,
              const std::shared_ptr<const IntervalModel>& terminal, const std::vector<Vec>& us,
-             const std::vector<Vec>& zs, const Vec& u_terminal, const Vec& z_terminal, const Vec& noise_info);
+             const std::vector<Vec>& zs, const Vec& u_terminal, const Vec& z_terminal, const Mat& noise_info);
   Prior marginalPrior(int k, bool relinearize);
   // (ndx + ntheta)^2 over (dx_N, dtheta): inverse of the GN information (pseudo-inverse if ill-conditioned)
   Mat terminalCovariance();
@@ -156,7 +166,9 @@ class Solver {
   double priorCost(const Vec& x0, const Vec& th) const;
   void rolloutGuess(int start);
   void refreshNoise(double& cost);
-  Knot makeKnot(const std::shared_ptr<const IntervalModel>& m, const Vec& noise_info, bool terminal);
+  // a knot with constant noise information w0 (nv,) (the terminal knot: ones, unused)
+  Knot makeKnot(const std::shared_ptr<const IntervalModel>& m, const NoiseRow& w0, bool terminal);
+  void setNoise(Knot& kn, const NoiseRow& w0) const;  // w0 and W = diag(w0), in place
   void marginalizeKnot(const Knot& knot, const Vec& w, Mat& h, Vec& g);
   Prior marginalRecursion(int k, bool relinearize, bool store);
   // state manifold (free flyer + joints) of the first model
@@ -169,7 +181,7 @@ class Solver {
   std::shared_ptr<const IntervalModel> state_model_;
   int nq_ = 0, nv_ = 0, ndx_ = 0, nx_ = 0;
   Vec torque_std_;
-  double floor_std_ = 0.0;
+  Mat noise_cov_;  // refreshNoise scratch (nv, nv)
   // Riccati workspace
   std::vector<Vec> Vx_, Vth_, k_;
   std::vector<Mat> Vxx_, Vxth_, Vthth_, K_, P_;

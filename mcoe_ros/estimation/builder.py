@@ -14,6 +14,13 @@ foot that is not landing (:meth:`mcoe_ros.multibody.contact.ContactDetector.sett
 transient) gets a zero-velocity pseudo-measurement (leg odometry). Inputs: u = joint torques, z = [q_j, v_j, gyro,
 quat wxyz, acc, 0 (stance foot velocities)] (the layout of
 :func:`mcoe_ros.multibody.measurements.default_measurements`).
+
+Process noise per interval (``process_model`` 'velocity'): diagonal on the velocities, ``noise.process_velocity``
+(base linear block ``process_base_linear`` if set); the joint velocities get ``process_joint_velocity`` on every
+interval, or with ``noise.touchdown_transient`` > 0 only on the intervals of a touch-down transient
+(:func:`transient_knots`: from a knot where the dynamics starts holding a foot, for that long), where the rigid
+contact holds a landing foot that still slides and sinks, and ``process_velocity`` elsewhere (a documented model
+choice, docs/realism.md run 5).
 """
 
 from __future__ import annotations
@@ -137,6 +144,23 @@ def soft_contact_options(config: EstimatorConfig) -> dict:
     return {"soft_contact": contact, "max_iter": dyn.newton_max_iterations}
 
 
+def transient_knots(held: Sequence[Sequence[bool]], length: int, known: Sequence[bool] | None = None) -> np.ndarray:
+    """(n,) bool: knot i of a run of knots with held-foot flags ``held`` (n, nfeet) lies in a touch-down transient,
+    i.e. a foot is held at some knot j in (i - length, i] and was not at knot j - 1, whose flags are a detection
+    (``known`` (n,), None: all; knot 0 has no predecessor: no touch-down there; the detector's first knot after a
+    (re)start is not a detection, :attr:`GridKnot.detector_start`)."""
+    flags = np.asarray(held, dtype=bool).reshape(len(held), -1)
+    out = np.zeros(len(flags), dtype=bool)
+    if length <= 0 or len(flags) < 2:
+        return out
+    landing = np.any(flags[1:] & ~flags[:-1], axis=1)
+    if known is not None:
+        landing &= np.asarray(known, dtype=bool)[:-1]
+    for j in np.flatnonzero(landing) + 1:
+        out[j : j + length] = True
+    return out
+
+
 class ProblemBuilder:
     """Builds and shifts the window's estimation problem (see module docstring)."""
 
@@ -166,30 +190,40 @@ class ProblemBuilder:
         nv = robot.nv
         #: process-noise coordinates (None: all), information W (diagonal) and initial arrival information
         self.noise_model = None
-        #: (torque_std (nj,), velocity floor std) of the state-dependent noise model, for the compiled solver
-        self.torque_noise: tuple[np.ndarray, float] | None = None
+        #: torque_std (nj,) N m of the state-dependent noise model (on top of each interval's diagonal noise), for the
+        #: compiled solver
+        self.torque_noise: np.ndarray | None = None
+        #: intervals of a touch-down transient after the knot that starts holding a foot (0: none, see module doc)
+        self.transient_length = 0
         if noise.process_model == "velocity":
             self.noise_dims = np.arange(nv, 2 * nv)
             self.noise_info = np.full(nv, noise.process_velocity**-2.0)
             if noise.process_base_linear > 0.0 and robot.nu_base:
                 self.noise_info[:3] = noise.process_base_linear**-2.0
+            #: diagonal information on the intervals of a touch-down transient
+            self.transient_info = self.noise_info.copy()
             if noise.process_joint_velocity > 0.0:
-                self.noise_info[robot.nu_base :] = noise.process_joint_velocity**-2.0
+                self.transient_info[robot.nu_base :] = noise.process_joint_velocity**-2.0
+            if noise.touchdown_transient > 0.0:
+                self.transient_length = int(round(noise.touchdown_transient / config.grid.dt))
+            else:  # every interval
+                self.noise_info = self.transient_info
             if noise.joint_torque > 0.0:
                 torque_std = np.full(robot.nj, noise.joint_torque)
 
                 def noise_model(knot) -> np.ndarray:
                     dyn = knot.model.dynamics
-                    cov = dyn.velocity_noise_covariance(knot.data.dyn, torque_std, noise.process_velocity)
-                    return np.linalg.inv(cov)
+                    cov = dyn.velocity_noise_covariance(knot.data.dyn, torque_std, 0.0)
+                    return np.linalg.inv(cov + np.linalg.inv(knot.W_base))
 
                 self.noise_model = noise_model
-                self.torque_noise = (torque_std, noise.process_velocity)
+                self.torque_noise = torque_std
         else:
             self.noise_dims = None
             self.noise_info = np.r_[
                 np.full(nv, noise.process_position**-2.0), np.full(nv, noise.process_velocity**-2.0)
             ]
+            self.transient_info = self.noise_info
         self.robust = robust_cost(config.robust)
         self.foot_height_std = noise.foot_height  #: m, 0 = no ground-height pseudo-measurement
         self.height_walk = noise.height_random_walk  #: m/sqrt(s), leg-odometry height random walk
@@ -250,6 +284,20 @@ class ProblemBuilder:
             i += len(part)
         return knot.joint.tau, z
 
+    def interval_noise(self, knots: Sequence[GridKnot], k: int) -> list[np.ndarray]:
+        """Diagonal process-noise information (nw,) of each of the last k intervals of a run of knots (the window,
+        k <= len(knots) - 1): ``transient_info`` on a touch-down transient of the held feet (:func:`transient_knots`),
+        ``noise_info`` elsewhere."""
+        n = len(knots)
+        if not 0 <= k < n:
+            raise ValueError(f"need 0 <= k < {n} intervals")
+        if self.transient_length == 0:
+            return [self.noise_info] * k
+        run = knots[max(0, n - 1 - k - self.transient_length) :]  # the touch-downs that reach the k intervals
+        known = [not kn.detector_start for kn in run]
+        loose = transient_knots([self.held(kn) for kn in run], self.transient_length, known)[-k - 1 : -1]
+        return [self.transient_info if t else self.noise_info for t in loose]
+
     # ---------------------------------------------------------------- initial guesses
     def initial_state(self, knot: GridKnot, position: np.ndarray) -> np.ndarray:
         """x from one knot's sensors: IMU orientation, encoders, base at ``position``, zero base velocity."""
@@ -284,7 +332,7 @@ class ProblemBuilder:
         guesses from the sensors; ``base``: per knot (position m, linear velocity m/s, world axes) guesses of the
         base instead (e.g. the input-rate odometry), orientation and joints still from the sensors."""
         running, terminal, inputs, prior, xs = self.fresh_parts(knots, position, theta, theta_info, base)
-        return self.problem(running, terminal, inputs, prior), xs
+        return self.problem(running, terminal, inputs, prior, self.interval_noise(knots, len(running))), xs
 
     def problem(
         self,
@@ -292,11 +340,13 @@ class ProblemBuilder:
         terminal: MultibodyIntervalModel,
         inputs: Sequence[tuple[np.ndarray, np.ndarray]],
         prior: ArrivalPrior,
+        noise_info: Sequence[np.ndarray],
     ) -> EstimationProblem:
-        """The Python problem of :meth:`fresh_parts`' models, inputs (N+1 (u, z)) and prior."""
+        """The Python problem of :meth:`fresh_parts`' models, inputs (N+1 (u, z)) and prior, with the intervals'
+        noise information ``noise_info`` (N of (nw,), :meth:`interval_noise`)."""
         param = self.parameters.parametrization
         problem = EstimationProblem(
-            running, terminal, prior, param, self.noise_info, self.noise_dims, self.noise_model, self.robust
+            running, terminal, prior, param, list(noise_info), self.noise_dims, self.noise_model, self.robust
         )
         for k, (u, z) in enumerate(inputs):
             problem.set_knot(k, u, z)

@@ -46,9 +46,11 @@ class NoiseConfig:
     ``process_model``: 'velocity' puts the process noise on the generalized velocities only (positions follow the
     velocities exactly through the integrator; the noise then enters the Riccati recursion with a trivial Jacobian,
     half the size), 'full' on every tangent coordinate (positions get ``process_position``). With 'velocity' its
-    covariance per interval is dt² (da/dtau) diag(joint_torque²) (da/dtau)ᵀ + process_velocity² 1: the reported joint
-    torques are an input with white noise (sensor noise, unmodelled actuator effects) whose effect on the motion
-    depends on the configuration and the contacts, plus unmodelled generalized forces.
+    covariance per interval is dt² (da/dtau) diag(joint_torque²) (da/dtau)ᵀ + Σ_v: the reported joint torques are an
+    input with white noise (sensor noise, unmodelled actuator effects) whose effect on the motion depends on the
+    configuration and the contacts, plus unmodelled generalized forces Σ_v, the interval's diagonal velocity noise
+    (``process_velocity``, ``process_base_linear``, ``process_joint_velocity`` on the intervals ``touchdown_transient``
+    selects).
     """
 
     joint_position: float = 0.002  #: rad
@@ -73,6 +75,12 @@ class NoiseConfig:
     #: per grid step on the joint velocities, rad/s; 0 = process_velocity. A held foot can only slide in the model
     #: through joint motion that the base motion does not explain (docs/localisation.md, "The horizontal error")
     process_joint_velocity: float = 0.04
+    #: s; > 0: process_joint_velocity applies only to the intervals of a touch-down transient (from a knot where
+    #: the rigid dynamics starts holding a foot, the impulse knot, for this long), process_velocity to the joint
+    #: velocities elsewhere; 0: process_joint_velocity on every interval. The rigid contact holds a landing foot that
+    #: in reality still slides and sinks; loose joint velocities everywhere also take information from slow motions
+    #: (docs/realism.md, runs 4 and 5)
+    touchdown_transient: float = 0.0
     joint_torque: float = 0.0  #: white noise of the reported joint torques, N m (process_model 'velocity' only)
     arrival_position: float = 0.05  #: m or rad
     arrival_velocity: float = 0.5  #: m/s or rad/s

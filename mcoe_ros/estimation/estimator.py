@@ -9,9 +9,9 @@ by the number of new knots with the dropped knots marginalised into the arrival 
 information on the payload accumulates over time, not only within the window — the new knots are initialised by a
 nonlinear rollout, and the solver runs a fixed iteration budget (optionally a wall-time budget).
 A solve that fails (non-finite, cost blow-up, non-physical payload) is discarded: the last good estimate is
-held and reported as such, and the next tick restarts the window with the last good payload as prior: a finite but
-implausible solve (cost outlier, payload step) as a late tick does (its solver shifted by the whole window, warm from
-the odometry, the warm budget), a non-finite one with a problem built anew and the cold budget.
+held and reported as such, and the next tick restarts the window with the last good payload as prior and the cold
+iteration budget (after a finite but implausible solve, a cost outlier or payload step, on its solver shifted by the
+whole window: its knot data recycled instead of allocated).
 
 Covariances: the Gauss-Newton marginal of the whole window onto (x_N, theta) (forward information
 recursion of :meth:`MCOESolver.marginal_prior` plus the newest knot's measurements, at the solve's last
@@ -129,8 +129,8 @@ class Estimator:
         self._recent_costs: deque[float] = deque(maxlen=20)  #: costs of the recent good solves
         self._held_in_row = 0
         #: the solver of a finite solve held by the sanity checks: the next tick shifts it by the whole window (its
-        #: knot data recycled) and warm-starts it from the odometry and the payload belief, as after a late tick,
-        #: instead of building a problem anew with the cold budget
+        #: knot data recycled, as after a late tick) instead of allocating a new one; the problem, its guess and the
+        #: cold iteration budget are a new problem's (the warm budget was tried: docs/performance.md run 10)
         self._recycle: MCOESolver | None = None
         self.last_position: np.ndarray | None = None  #: base position of the last good estimate (kept on reset)
         self.epoch: float | None = None  #: seconds subtracted from input times (float precision)
@@ -369,12 +369,13 @@ class Estimator:
         running, terminal, inputs, prior, xs = self.builder.fresh_parts(
             knots, position, self.theta, self.theta_info, base
         )
+        noise = self.builder.interval_noise(knots, len(running))
         if solver is None:
-            solver = self._new_solver(running, terminal, inputs, prior)
+            solver = self._new_solver(running, terminal, inputs, prior, noise)
         elif isinstance(solver, compiled.CompiledSolver):  # its marginal prior is the stored one (no evaluation)
-            solver.shift(self.n_intervals, running, terminal, inputs[:-1], inputs[-1], self.builder.noise_info)
+            solver.shift(self.n_intervals, running, terminal, inputs[:-1], inputs[-1], noise)
         else:  # the Python solver: neither the marginal prior nor the rollout (replaced below)
-            args = (self.n_intervals, running, terminal, inputs[:-1], inputs[-1], self.builder.noise_info)
+            args = (self.n_intervals, running, terminal, inputs[:-1], inputs[-1], noise)
             solver.shift(*args, marginalize=False, xs_new=xs[1:])
         solver.problem.prior = prior
         guess = self.theta.copy()
@@ -383,9 +384,10 @@ class Estimator:
         solver.set_guess(xs, None, guess)
         return solver
 
-    def _new_solver(self, running, terminal, inputs, prior) -> MCOESolver | compiled.CompiledSolver:
-        """The configured solver backend on the problem of these models, inputs (N+1 (u, z)) and arrival prior (see
-        SolverConfig.backend); the compiled solver is built without the Python problem."""
+    def _new_solver(self, running, terminal, inputs, prior, noise) -> MCOESolver | compiled.CompiledSolver:
+        """The configured solver backend on the problem of these models, inputs (N+1 (u, z)), arrival prior and
+        per-interval noise information (N of (nw,)) (see SolverConfig.backend); the compiled solver is built without
+        the Python problem."""
         backend = self.config.solver.backend
         builder = self.builder
         if backend != "python":
@@ -403,7 +405,7 @@ class Estimator:
                     inputs,
                     prior,
                     self.param,
-                    builder.noise_info,
+                    noise,
                     replace(self.options),
                     builder.torque_noise,
                     self._compiled_models,
@@ -415,7 +417,7 @@ class Estimator:
                 return solver
             if backend == "compiled":
                 raise ValueError(f"solver.backend: the compiled solver cannot run this problem ({reason})")
-        solver = MCOESolver(builder.problem(running, terminal, inputs, prior), replace(self.options))
+        solver = MCOESolver(builder.problem(running, terminal, inputs, prior, noise), replace(self.options))
         solver.stop_event = self.stop_event
         return solver
 
@@ -427,7 +429,7 @@ class Estimator:
         self._knots_at_last_solve = tick.n_created
         if tick.restarted:
             self.solver = self._recycle = None
-        # after a held solve: its solver, shifted by the whole window like a late tick's (see _recycle)
+        # after a held solve: its solver, shifted by the whole window as in a late tick, cold budget (see _recycle)
         recover = self.solver is None and self._recycle is not None and self.last_good is not None
         if recover:
             self.solver = self._recycle
@@ -439,7 +441,7 @@ class Estimator:
         try:
             # more than a window since the previous solve (a slow machine, a long cold start): the solver shifted by
             # the whole window, warm from the odometry and the payload belief, with the warm iteration budget
-            rebuild = late and self.last_good is not None
+            rebuild = late and self.last_good is not None and not recover
             cold = self.solver is None or late
             if cold:
                 self.counters.rebuilt += (self.solver is None or recover) and self.counters.ticks > 0
@@ -450,7 +452,8 @@ class Estimator:
                 self._warmup_left = self.cold_iterations if cold else 0
             else:
                 running, terminal, inputs, terminal_input = self.builder.shift_arguments(knots, new_knots)
-                self.solver.shift(new_knots, running, terminal, inputs, terminal_input, self.builder.noise_info)
+                noise = self.builder.interval_noise(knots, new_knots)
+                self.solver.shift(new_knots, running, terminal, inputs, terminal_input, noise)
                 if warming:  # not converged yet: the dropped knots' linearisation is not marginalised into the
                     # prior, the window keeps the prior of a problem built from scratch (warm-started)
                     prior = self.builder.arrival_prior(self.solver.xs[0], self.theta, self.theta_info)

@@ -36,6 +36,9 @@ class GridKnot:
     settled: tuple[bool, ...] | None = None
     #: stance feet down for at least contact.settle_time (ContactDetector.aged); None = contacts
     aged: tuple[bool, ...] | None = None
+    #: the first knot after the contact detector's (re)start: its flags are the detector's initial state (no contact
+    #: until a force persists for contact.min_duration), so the next knot's contacts are no touch-down
+    detector_start: bool = False
 
     @property
     def measured(self) -> tuple[bool, ...]:
@@ -125,7 +128,8 @@ class SlidingWindow:
             flags = tuple(bool(f) for f in raw)
             settled = tuple(bool(f) for f in self.detector.settled(t, np.asarray(flags), forces))
             aged = tuple(bool(f) for f in self.detector.aged)
-            self.knots.append(GridKnot(t, joint, imu, flags, forces, settled, aged))
+            start = not self.knots  # emptied only by restart(), which resets the detector
+            self.knots.append(GridKnot(t, joint, imu, flags, forces, settled, aged, start))
             self.n_created += 1
             created += 1
         return created

@@ -230,6 +230,12 @@ _TABLE: tuple[Param, ...] = (
         "process noise on the joint velocities per step (unmodelled foot sliding), rad/s; 0 = process_velocity",
     ),
     Param(
+        "noise.touchdown_transient",
+        "estimator.noise.touchdown_transient",
+        "time after a touch-down (impulse knot) whose intervals get process_joint_velocity, the others process_velocity"
+        " on the joints, s; 0 = process_joint_velocity on every interval",
+    ),
+    Param(
         "noise.arrival_position",
         "estimator.noise.arrival_position",
         "initial arrival prior on configuration, m or rad",
@@ -484,6 +490,7 @@ _BOUNDS = {
     **{f"noise.{n}": POSITIVE for n in ("foot_velocity", "process_position", "process_velocity")},
     "noise.process_base_linear": NONNEGATIVE,
     "noise.process_joint_velocity": NONNEGATIVE,
+    "noise.touchdown_transient": (0.0, 1.0, True),
     **{f"noise.{n}": POSITIVE for n in ("arrival_position", "arrival_velocity")},
     "noise.joint_torque": NONNEGATIVE,
     "noise.foot_height": NONNEGATIVE,
@@ -579,6 +586,9 @@ def check_config(cfg: NodeConfig) -> NodeConfig:
         raise ConfigError("parameter 'estimator.tick_period' must lie between estimator.dt and estimator.window")
     if grid.max_gap < 2 * grid.dt:
         raise ConfigError("parameter 'estimator.max_gap' must be at least two grid steps (2 x estimator.dt)")
+    if cfg.estimator.noise.touchdown_transient > grid.window - grid.tick_period + 1e-12:
+        # the touch-down of every new interval's transient must still be in the window at the shift
+        raise ConfigError("parameter 'noise.touchdown_transient' must not exceed estimator.window - tick_period")
     contact = cfg.estimator.contact
     if contact.force_off > contact.force_on:
         raise ConfigError("parameter 'contact.force_off' must not exceed contact.force_on")

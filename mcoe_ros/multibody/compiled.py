@@ -286,9 +286,10 @@ def unsupported_models(models: Sequence, options: SolverOptions, velocity_noise:
 class CompiledSolver:
     """C++ multiple-shooting OE solver with :class:`~mcoe_ros.ocp.solver.MCOESolver`'s estimator-facing API.
 
-    ``problem``: a Python :class:`EstimationProblem` (read once: knot models, inputs u/z, prior, the diagonal noise
-    information of its first interval); ``torque_noise``: (torque_std (nj,) N m, floor_std m/s) of a state-dependent
-    velocity noise (see :meth:`PhaseDynamicsModel.velocity_noise_covariance`), None for a constant W;
+    ``problem``: a Python :class:`EstimationProblem` (read once: knot models, inputs u/z, prior, the diagonal of every
+    interval's constant noise information ``W_base``); ``torque_noise``: torque_std (nj,) N m of a state-dependent
+    velocity noise on top of each interval's constant one (covariance dt² (da/dτ) diag(torque_std²) (da/dτ)ᵀ +
+    diag(w0)⁻¹, see :meth:`PhaseDynamicsModel.velocity_noise_covariance`), None for a constant W;
     ``models``: a shared :class:`CompiledModels` cache; ``threads``: OpenMP threads over the knots (0: auto,
     :func:`knot_threads`); ``spare_knots``: knots a shift drops and no new knot takes, kept for the new knots of
     later shifts (a gait returns to its contact phases; -1: one window, N + 1; each costs two interval data).
@@ -298,7 +299,7 @@ class CompiledSolver:
         self,
         problem: EstimationProblem,
         options: SolverOptions | None = None,
-        torque_noise: tuple[np.ndarray, float] | None = None,
+        torque_noise: np.ndarray | None = None,
         models: CompiledModels | None = None,
         threads: int = 1,
         spare_knots: int = -1,
@@ -307,7 +308,7 @@ class CompiledSolver:
         reason = unsupported_problem(problem, options)
         if reason:
             raise ValueError(f"the compiled solver does not support this problem: {reason}")
-        noise_info = np.diag(problem.knots[0].W).copy() if problem.N else np.ones(problem.nw)
+        noise_info = np.array([np.diag(k.W_base) for k in problem.knots[:-1]]).reshape(problem.N, problem.nw)
         inputs = [(k.data.u, k.data.z) for k in problem.knots]
         models_ = [k.model for k in problem.knots]
         parts = (models_[:-1], models_[-1], inputs, problem.prior, problem.param, noise_info)
@@ -323,7 +324,7 @@ class CompiledSolver:
         param,
         noise_info: np.ndarray,
         options: SolverOptions | None = None,
-        torque_noise: tuple[np.ndarray, float] | None = None,
+        torque_noise: np.ndarray | None = None,
         models: CompiledModels | None = None,
         threads: int = 1,
         spare_knots: int = -1,
@@ -331,13 +332,13 @@ class CompiledSolver:
         """The solver of the problem ``EstimationProblem(running, terminal, prior, param, noise_info, velocities)``
         with knot inputs ``inputs`` (N+1 (u, z)), without building that Python problem (its per-knot data are what
         a cold start spends most of its Python time on, and the compiled solver does not use them). ``noise_info``:
-        (nv,) diagonal information of the velocity noise."""
+        diagonal information of the velocity noise, (nv,) for every interval or (N, nv) per interval."""
         options = options or SolverOptions()
         reason = unsupported_models([*running, terminal], options, velocity_noise=True)
         if reason:
             raise ValueError(f"the compiled solver does not support this problem: {reason}")
         self = cls.__new__(cls)
-        noise_info = np.asarray(noise_info, dtype=float).copy()
+        noise_info = noise_rows(noise_info, len(running), terminal.state.nv)
         self._build(
             running, terminal, inputs, prior, param, noise_info, options, torque_noise, models, threads, spare_knots
         )
@@ -363,7 +364,6 @@ class CompiledSolver:
             final_direction=options.final_direction,
         )
         self._cpp.spare_knots = int(spare_knots)
-        self.noise_info = noise_info
         self._cpp.set_problem(
             [self.models(m) for m in running],
             self.models(terminal),
@@ -371,12 +371,12 @@ class CompiledSolver:
             prior.theta_bar,
             prior.hessian,
             prior.gradient,
-            self.noise_info,
+            noise_info,
         )
         for k, (u, z) in enumerate(inputs):
             self._cpp.set_knot(k, _vec(u), _vec(z))
         if torque_noise is not None:
-            self._cpp.set_torque_noise(np.asarray(torque_noise[0], dtype=float), float(torque_noise[1]))
+            self._cpp.set_torque_noise(np.asarray(torque_noise, dtype=float))
         self.problem = CompiledProblem(self._cpp, terminal.state, self.param)
 
     # ------------------------------------------------------------------ estimate
@@ -469,8 +469,12 @@ class CompiledSolver:
         terminal_input: tuple[np.ndarray | None, np.ndarray | None],
         noise_info: np.ndarray | None = None,
     ) -> None:
-        """Receding horizon as :meth:`MCOESolver.shift` (marginalised prior, rollout of the new states)."""
-        info = self.noise_info if noise_info is None else np.broadcast_to(np.asarray(noise_info, float), (self.nw,))
+        """Receding horizon as :meth:`MCOESolver.shift` (marginalised prior, rollout of the new states).
+        ``noise_info``: diagonal velocity-noise information of the new intervals, (nv,) for all or (k, nv); None: the
+        last kept interval's constant information."""
+        if noise_info is None:
+            noise_info = self._cpp.knot_noise_info(self._cpp.N - 1)
+        info = noise_rows(noise_info, k, self.nw)
         self._cpp.shift(
             k,
             [self.models(m) for m in running],
@@ -479,7 +483,7 @@ class CompiledSolver:
             [_vec(z) for _, z in inputs],
             _vec(terminal_input[0]),
             _vec(terminal_input[1]),
-            np.array(info, dtype=float),
+            info,
         )
 
     @property
@@ -506,6 +510,16 @@ class CompiledSolver:
         linearisation (the estimator's newest-state and payload covariance): the Cholesky inverse when well conditioned
         (reciprocal condition estimate > 1e-9), else the pseudo-inverse with rcond 1e-12."""
         return np.array(self._cpp.terminal_covariance())
+
+
+def noise_rows(noise_info, n: int, nw: int) -> np.ndarray:
+    """(n, nw) per-interval diagonal noise information from one (nw,) row for every interval or (n, nw) rows."""
+    info = np.asarray(noise_info, dtype=float)
+    if info.ndim == 1:
+        info = np.broadcast_to(info, (n, info.size))
+    if info.shape != (n, nw):
+        raise ValueError(f"noise information must be ({nw},) or ({n}, {nw}), got {info.shape}")
+    return np.array(info, dtype=float)
 
 
 def _vec(a) -> np.ndarray:

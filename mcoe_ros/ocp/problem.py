@@ -198,9 +198,11 @@ class Knot:
 
     model: the knot's interval model; data / trial: its IntervalData for the linearisation point and for line-search
     trials (they share the u and z arrays). W, W_sqrt (nw, nw): process-noise information of interval k and an
-    upper factor (W = W_sqrtᵀ W_sqrt). With a robust cost (:mod:`mcoe_ros.ocp.robust`) W is the IRLS-weighted
-    information ρ'(s) W_quad of the last linearisation, W_quad the noise model's (W_sqrt its factor), r_weights the
-    weights of the knot's robust residual groups; without one W_quad is W. Linearisation: Fth (ndx, ntheta),
+    upper factor (W = W_sqrtᵀ W_sqrt); W_base (nw, nw): the information the interval was given (constructor, shift),
+    which a state-dependent noise model (:meth:`EstimationProblem.refresh_noise`) builds on. With a robust cost
+    (:mod:`mcoe_ros.ocp.robust`) W is the IRLS-weighted information ρ'(s) W_quad of the last linearisation, W_quad
+    the noise model's (W_sqrt its factor), r_weights the weights of the knot's robust residual groups; without one
+    W_quad is W. Linearisation: Fth (ndx, ntheta),
     Rth (nr, ntheta), A (ndx, ndx), B (ndx, nw), C (ndx, ntheta), gap c (ndx,), fbar = E c (ndx,), y = f ⊕ G w (nx,).
     """
 
@@ -215,6 +217,7 @@ class Knot:
         self.trial.u = self.data.u
         self.trial.z = self.data.z
         self.W = _as_information(noise_info, nw)
+        self.W_base = self.W.copy()
         self.W_sqrt = self._sqrt(self.W)
         self.W_quad = self.W
         self.r_weights = np.ones(0)
@@ -250,9 +253,9 @@ class EstimationProblem:
         noise_info: process-noise information W = Σw^{-1}: scalar, (nw,), (nw, nw) or a list of N of those.
         noise_dims: the tangent coordinates that carry process noise (None: all ndx); a proper subset must lie in the
             Euclidean coordinates of the state (index ≥ ``state.q_block``), so that B = G exactly.
-        noise_model: optional ``noise_model(knot) -> W`` (nw, nw) evaluated from a knot's linearisation by
-            :meth:`refresh_noise` (state-dependent process noise, e.g. induced by joint-torque noise); W stays fixed
-            between refreshes so that costs within one solve are comparable.
+        noise_model: optional ``noise_model(knot) -> W`` (nw, nw) evaluated from a knot's linearisation (and its
+            given information ``knot.W_base``) by :meth:`refresh_noise` (state-dependent process noise, e.g. induced
+            by joint-torque noise); W stays fixed between refreshes so that costs within one solve are comparable.
         robust: optional :class:`~mcoe_ros.ocp.robust.RobustCost` (robust losses on the process noise and on groups
             of measurement residuals, solved by IRLS: see :mod:`mcoe_ros.ocp.robust`); None = all quadratic.
     """
@@ -446,14 +449,14 @@ class EstimationProblem:
     ) -> None:
         """Drop the first k knots and the terminal knot, append ``running`` (k models, times N..N+k-1) and a new
         ``terminal``. Knots of dropped knots are recycled when their model matches (u, z of the recycled knots
-        keep stale values: set them with :meth:`set_knot`). ``noise_info`` defaults to the W of the last kept
-        interval.
+        keep stale values: set them with :meth:`set_knot`). ``noise_info`` (one for all new intervals or a list of
+        k) defaults to the given information ``W_base`` of the last kept interval.
         """
         if len(running) != k or not 0 < k <= self.N:
             raise ValueError("shift needs 0 < k <= N and k new running models")
         old = self.knots
         pool = old[:k] + [old[-1]]
-        default_w = old[-2].W_quad
+        default_w = old[-2].W_base.copy()
         infos = self._noise_list(default_w if noise_info is None else noise_info, k)
 
         def take(model: IntervalModel, info, terminal_: bool) -> Knot:
@@ -462,6 +465,7 @@ class EstimationProblem:
                     knot = pool.pop(i)
                     knot.terminal = terminal_
                     knot.W[:] = _as_information(info, self.nw)
+                    knot.W_base[:] = knot.W
                     knot.W_sqrt[:] = Knot._sqrt(knot.W)
                     if self.robust is not None:
                         knot.W_quad[:] = knot.W

@@ -1,0 +1,107 @@
+"""Contact-phase dependent process noise (noise.touchdown_transient): the schedule of loose intervals from a contact
+sequence, the window's per-interval noise at a shift, the estimator's wiring into the solver, config validation."""
+
+import numpy as np
+import pytest
+
+from mcoe_ros.estimation.builder import transient_knots
+from mcoe_ros.estimation.config import EstimatorConfig, NoiseConfig
+from mcoe_ros.estimation.estimator import Estimator
+from mcoe_ros.estimation.window import GridKnot
+from mcoe_ros.io.bag import iter_messages
+from mcoe_ros.io.feed import SensorFeed
+from mcoe_ros.io.params import ConfigError, node_config
+from mcoe_ros.multibody import compiled
+from mcoe_ros.testing.data import SAMPLE_BAG
+
+FEET4 = (True, True, True, True)
+
+
+def test_transient_knots_follow_the_touch_downs():
+    """Knots within `length` knots from a touch-down (a foot held that was not at the knot before) are loose; a
+    lift-off, a foot held throughout and knot 0 (no predecessor) start none; overlapping transients merge."""
+    held = [FEET4] * 12
+    held[2] = held[3] = (True, False, True, True)  # FR lifts off at 2, lands at 4
+    held[7] = (True, True, False, True)  # RL lifts off at 7, lands at 8
+    held[8] = held[9] = (True, True, True, False)  # ... while RR lifts off at 8 and lands at 10
+    expected = np.zeros(12, dtype=bool)
+    expected[[4, 5, 6, 8, 9, 10, 11]] = True
+    np.testing.assert_array_equal(transient_knots(held, 3), expected)
+    np.testing.assert_array_equal(transient_knots(held, 0), np.zeros(12, dtype=bool))
+    first = [(False,) * 4] + [FEET4] * 3  # everything lands at knot 1
+    np.testing.assert_array_equal(transient_knots(first, 2), [False, True, True, False])
+    # ... unless knot 0 is the detector's start (its no-contact flags are no detection)
+    assert not transient_knots(first, 2, [False, True, True, True]).any()
+    assert not transient_knots([FEET4] * 3, 2).any()  # standing: no touch-down
+
+
+def _knots(flags):
+    return [GridKnot(0.002 * i, None, None, f, np.zeros((4, 3))) for i, f in enumerate(flags)]
+
+
+def test_interval_noise_of_a_shift_is_the_windows_schedule():
+    """The noise of the k newest intervals (a shift) is the tail of the whole window's schedule: an interval's noise
+    depends on its own and earlier knots only, so it does not change while the interval stays in the window;
+    with touchdown_transient 0 every interval gets process_joint_velocity."""
+    cfg = EstimatorConfig(noise=NoiseConfig(touchdown_transient=0.006))  # 3 knots of 2 ms
+    builder = Estimator(cfg).builder
+    assert builder.transient_length == 3
+    tight, loose = builder.noise_info, builder.transient_info
+    assert np.allclose(tight, cfg.noise.process_velocity**-2.0)
+    assert np.allclose(loose[6:], cfg.noise.process_joint_velocity**-2.0) and np.allclose(loose[:6], tight[:6])
+    flags = [FEET4] * 30
+    for i in (5, 6, 17):
+        flags[i] = (False, True, True, True)
+    knots = _knots(flags)
+    full = builder.interval_noise(knots, 29)
+    assert [i for i, w in enumerate(full) if w is loose] == [7, 8, 9, 18, 19, 20]
+    assert all(w is tight for i, w in enumerate(full) if i not in (7, 8, 9, 18, 19, 20))
+    for k in (1, 3, 5, 11):  # a shift by k: the window now ends at knot 29, the new intervals are 29-k..28
+        assert builder.interval_noise(knots, k) == full[-k:]
+        assert builder.interval_noise(knots[: 20 + 1], k) == full[20 - k : 20]  # an earlier window
+    knots[6].detector_start = True  # a restart at knot 6: knot 7's contacts are no touch-down
+    assert [i for i, w in enumerate(builder.interval_noise(knots, 29)) if w is loose] == [18, 19, 20]
+    every = Estimator(EstimatorConfig()).builder  # default: process_joint_velocity everywhere
+    assert every.transient_length == 0
+    assert all(w is every.noise_info for w in every.interval_noise(knots, 29))
+    assert np.allclose(every.noise_info[6:], cfg.noise.process_joint_velocity**-2.0)
+
+
+def test_touchdown_transient_is_validated():
+    assert node_config({"noise.touchdown_transient": 0.03}).estimator.noise.touchdown_transient == 0.03
+    with pytest.raises(ConfigError, match="noise.touchdown_transient"):
+        node_config({"noise.touchdown_transient": -0.01})
+    with pytest.raises(ConfigError, match="noise.touchdown_transient.*window"):  # longer than the window allows
+        node_config({"noise.touchdown_transient": 0.18, "estimator.window": 0.2, "estimator.tick_period": 0.05})
+
+
+@pytest.mark.parametrize("backend", ["compiled", "python"])
+def test_estimator_solver_holds_the_windows_schedule(backend):
+    """On the sample bag (touch-downs, shifts, a cold start) the solver's intervals carry the noise of the window's
+    schedule, with either backend."""
+    if backend == "compiled" and not compiled.available():
+        pytest.skip(f"extension not built: {compiled.IMPORT_ERROR}")
+    feed = SensorFeed(node_config({"noise.touchdown_transient": 0.03, "solver.backend": backend}))
+    est, loose_seen, ticks, t_first = feed.estimator, 0, 0, None
+    for _topic, t_ns, msg in iter_messages(SAMPLE_BAG, ["low_state"]):
+        feed.low_state(msg, t_ns * 1e-9)
+        polled = feed.poll()
+        if t_first is None and est.window.knots:
+            t_first = est.window.knots[0].t
+        if not polled:
+            continue
+        ticks += 1
+        knots = list(est.window.knots)
+        assert sum(kn.detector_start for kn in knots) == (knots[0].t == t_first)  # the grid's first knot only
+        expected = est.builder.interval_noise(knots, len(knots) - 1)
+        problem = est.solver.problem
+        for k, w in enumerate(expected):
+            if backend == "compiled":
+                got = est.solver._cpp.knot_noise_info(k)
+            else:
+                got = np.diag(problem.knots[k].W_base)
+            np.testing.assert_array_equal(got, w)
+        loose_seen += sum(w is est.builder.transient_info for w in expected)
+        if ticks >= 4 and loose_seen:
+            break
+    assert ticks >= 4 and loose_seen > 0
