@@ -3,7 +3,8 @@
 Samples arrive asynchronously (joint and IMU streams, possibly at different rates and with jitter). The
 window keeps a grid t_k = k dt; a grid knot is created once both streams have samples on either side
 of t_k (linear interpolation; normalised lerp for the quaternion). Each new knot runs the dynamics-based
-contact detector once (joint and trunk angular accelerations from backward differences of the grid's joint
+contact detector once (its momentum observer steps over the grid period; the inverse-dynamics method and the
+observer's restart use joint and trunk angular accelerations from backward differences of the grid's joint
 velocities and gyro, so swing-leg and trunk inertia are not mistaken for ground force), so contact flags are
 causal and never recomputed. The window holds the last ``n_knots`` grid knots. A sensor gap longer than
 ``max_gap`` (or a stream that stalls) restarts the grid. The window counts what its buffers accept and reject
@@ -113,7 +114,15 @@ class SlidingWindow:
             ddq = None if prev is None else (joint.dq - prev.joint.dq) / self.dt
             domega = None if prev is None else (imu.gyro - prev.imu.gyro) / self.dt
             forces = self.detector.estimate_forces(
-                imu.quat, imu.gyro, imu.acc, joint.q, joint.dq, joint.tau, ddq, domega
+                imu.quat,
+                imu.gyro,
+                imu.acc,
+                joint.q,
+                joint.dq,
+                joint.tau,
+                ddq,
+                domega,
+                None if prev is None else self.dt,
             ).copy()
             raw = self.detector.update(t, forces, self._foot_force)
             flags = tuple(bool(f) for f in raw)

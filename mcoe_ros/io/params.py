@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass, field, replace
 
 from mcoe_ros.estimation.config import EstimatorConfig
+from mcoe_ros.multibody.contact import CONTACT_METHODS
 
 NODE_NAME = "mcoe_estimator"
 
@@ -459,6 +460,18 @@ _TABLE: tuple[Param, ...] = (
         "estimator.contact.foot_force_threshold",
         "raw foot-force threshold when input.use_foot_force is set",
     ),
+    Param(
+        "contact.method",
+        "estimator.contact.method",
+        "force estimate: generalized-momentum observer per leg (no differentiated acceleration) or inverse dynamics"
+        " of the leg rows (differenced accelerations)",
+        CONTACT_METHODS,
+    ),
+    Param(
+        "contact.observer_gain",
+        "estimator.contact.observer_gain",
+        "momentum observer bandwidth K, 1/s (K x input period >= 1: no filtering)",
+    ),
 )
 
 POSITIVE, NONNEGATIVE = (0.0, None, False), (0.0, None, True)
@@ -519,6 +532,7 @@ _BOUNDS = {
     "contact.settle_fraction": NONNEGATIVE,
     "contact.settle_time": NONNEGATIVE,
     "contact.foot_force_threshold": NONNEGATIVE,
+    "contact.observer_gain": POSITIVE,
 }
 PARAMETERS: tuple[Param, ...] = tuple(replace(p, bounds=_BOUNDS.get(p.name, ())) for p in _TABLE)
 DEFAULTS: dict = {p.name: p.default for p in PARAMETERS}

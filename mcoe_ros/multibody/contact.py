@@ -13,6 +13,29 @@ stays above ``force_on`` for ``min_duration`` and leaves it when it stays below 
 *settled* (:meth:`ContactDetector.settled`: its zero-velocity pseudo-measurement is used) from ``settle_time`` after
 its touch-down while its vertical force is at least ``settle_fraction`` of the stance feet's mean.
 Raw foot-force sensors (uncalibrated on the Go1, sometimes zero) are only an optional extra cue.
+
+``method = 'momentum'`` (default): a generalized-momentum observer per leg (De Luca & Mattone 2003, Haddadin et al.
+2017) in place of the inverse dynamics above ('dynamics'). The leg's *reduced* momentum p_l = M_l,w w + M_l,l dq_l
+(leg rows of M nu0, nu0 = (0, w, dq): the base linear velocity, which the IMU does not give, set to zero) contains no
+unknown: M in Pinocchio's local free-flyer coordinates depends on the joint angles only, w is the gyro. Its rate is
+
+    dp_l/dt = tau_l + J_l^T f - M_l,lin s_O + (C(q, nu0)^T nu0)_l,
+
+from d(M nu)/dt = tau + J^T f + C^T nu - g (dM/dt = C + C^T), the generalized gravity of a free-floating robot
+g = -M (R^T g_W, 0, ..., 0), and the boost invariance of the leg rows (their terms in the base linear velocity cancel,
+so they are evaluated at zero, where the base acceleration is the classical a_O): s_O = a_O - R^T g_W is the specific
+force of the base origin (accelerometer with the lever arm), base axes. Exact, no approximation beyond the model's
+(test_contact_observer.py checks it by finite differences on a moving base). The residual (leg rows)
+
+    r_k = (1 - K dt) r_{k-1} + K dt [(p_k - p_{k-1}) / dt - mean(rhs_{k-1}, rhs_k)],  rhs = tau - M_l,lin s_O + C^T nu0
+
+is the discrete first-order filter r = K / (s + K) J^T f (K = ``observer_gain``, 1/s). No joint or angular
+acceleration is differentiated and the torques are averaged over the interval that the momentum change spans: the
+inverse dynamics instead pairs the interval's mean (backward-differenced) acceleration with the torque at its end,
+which reads a fast torque change, e.g. a leg unloading at lift-off, times the rotor inertia as foot force. The
+rotor inertia I_r (armature) enters only as I_r dq in p; a *wrong* I_r still reads as I_r dq-dot filtered (the
+observer cannot tell a wrong model from a force). At K dt >= 1 (the default at 500 Hz) r is the interval's mean
+J^T f, half a sample late; a lower K trades delay for noise. f = J_l^-T r.
 """
 
 from __future__ import annotations
@@ -22,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
-from mcoe_ros.multibody.imu import base_motion, imu_mount
+from mcoe_ros.multibody.imu import GRAVITY, base_motion, imu_mount
 from mcoe_ros.multibody.robot import RobotModel
 
 try:  # the compiled force estimate (same numbers, ~10x cheaper per sample); optional like the whole extension
@@ -30,6 +53,14 @@ try:  # the compiled force estimate (same numbers, ~10x cheaper per sample); opt
     from mcoe_ros._mcoe import Robot as _CompiledRobot
 except ImportError:
     _CompiledForces = _CompiledRobot = None
+
+
+CONTACT_METHODS = ("dynamics", "momentum")
+
+
+def _copied(*arrays) -> tuple:
+    """Float copies of a sample's arrays (None kept): the observer keeps the previous sample."""
+    return tuple(None if a is None else np.array(a, dtype=float) for a in arrays)
 
 
 @dataclass
@@ -44,6 +75,16 @@ class ContactConfig:
     #: still slides and rolls (relative, so that a standing robot's evenly loaded feet are all settled)
     settle_fraction: float = 0.7
     settle_time: float = 0.03  #: s, a stance foot is settled only this long after its touch-down
+    #: force estimate: 'momentum' (generalized-momentum observer per leg, no differentiated accelerations; module
+    #: docstring) or 'dynamics' (inverse dynamics of the leg rows with backward-differenced accelerations)
+    method: str = "momentum"
+    observer_gain: float = 500.0  #: 1/s, momentum observer bandwidth K (K dt >= 1: no filtering)
+
+    def __post_init__(self) -> None:
+        if self.method not in CONTACT_METHODS:
+            raise ValueError(f"contact method must be one of {CONTACT_METHODS}, got {self.method!r}")
+        if not self.observer_gain > 0.0:
+            raise ValueError(f"contact observer_gain must be > 0 1/s, got {self.observer_gain}")
 
 
 class ContactDetector:
@@ -89,8 +130,16 @@ class ContactDetector:
         self._tau = np.zeros(robot.nv)
         self._jac_t = np.zeros((nf, 3, 3))  #: per leg: J^T of the foot's translation w.r.t. its 3 joints
         self._rhs_legs = np.zeros((nf, 3))
+        self._legs = np.concatenate(self._leg_cols)  #: leg rows of all feet, in foot order (nfeet * 3,)
+        #: momentum observer state: previous reduced momentum and right-hand side (leg rows), residual J^T f (leg rows)
+        self._obs_p: np.ndarray | None = None
+        self._obs_rhs = np.zeros(len(self._legs))
+        self._obs_sample: tuple | None = None  #: the previous sample's inputs (its p, rhs again after a model change)
+        self._obs_stale = False  #: the model changed since the previous sample (set_actuator, set_leg_scale)
+        self._obs_r = np.zeros(len(self._legs))
 
     def reset(self) -> None:
+        self._obs_p = None
         self.flags[:] = False
         self._pending_since[:] = np.nan
         self._stance_since[:] = np.nan
@@ -111,23 +160,102 @@ class ContactDetector:
         self.aged = flags & (t - since >= cfg.settle_time - 1e-9)
         return self.aged & (fz >= cfg.settle_fraction * mean)
 
-    def estimate_forces(self, quat_wxyz, gyro, acc, qj, dqj, tau, ddqj=None, domega_imu=None) -> np.ndarray:
+    def estimate_forces(
+        self, quat_wxyz, gyro, acc, qj, dqj, tau, ddqj=None, domega_imu=None, dt: float | None = None
+    ) -> np.ndarray:
         """Ground reaction forces (nfeet, 3) on the robot, world axes, N, from one IMU sample (IMU frame: quaternion
         w, x, y, z, gyro rad/s, specific force m/s^2, optional angular acceleration rad/s^2), the joints (model
         order, rad, rad/s, N m, optional accelerations rad/s^2). The base motion comes from
-        :func:`mcoe_ros.multibody.imu.base_motion` (IMU mounting and lever arm from the URDF)."""
+        :func:`mcoe_ros.multibody.imu.base_motion` (IMU mounting and lever arm from the URDF).
+
+        ``method = 'momentum'``: dt (s) since the previous call of this stream; None (first sample, after a gap)
+        restarts the observer at the inverse-dynamics estimate of this sample (ddqj, domega_imu used there only)."""
+        if self.config.method == "momentum" and dt is not None and self._obs_p is not None:
+            return self._observe(quat_wxyz, gyro, acc, qj, dqj, tau, domega_imu, dt)
+        forces = self._inverse_dynamics(quat_wxyz, gyro, acc, qj, dqj, tau, ddqj, domega_imu)
+        if self.config.method == "momentum":
+            sample = _copied(quat_wxyz, gyro, acc, qj, dqj, tau, domega_imu)
+            self._obs_p, self._obs_rhs[:] = self._momentum(*sample)
+            self._obs_sample, self._obs_stale = sample, False
+            self._obs_r[:] = np.einsum("fij,fj->fi", self._jac_t, forces).ravel()
+        return forces
+
+    def _set_state(self, quat_wxyz, gyro, acc, qj, dqj, domega_imu):
+        """Fill self._q, self._v from one sample with a zero base linear velocity; the base motion (None without a
+        floating base)."""
         model, nb = self.robot.model, self.robot.nu_base
-        q, v, a = self._q, self._v, self._a
+        q, v = self._q, self._v
+        base = None
         if nb:
             base = base_motion(self._mount, quat_wxyz, gyro, acc, domega_imu)
             q[3:7] = base.quat_xyzw
-            v[:6] = 0.0  # zero base linear velocity is exact for the forces (Galilean boost), with a = a_O
+            v[:6] = 0.0  # zero base linear velocity is exact for the leg rows (Galilean boost), with a = a_O
             v[3:6] = base.omega
-            a[:3], a[3:6] = base.acc, base.domega
         q[model.nq - len(qj) :] = qj
         v[nb:] = dqj
+        return base
+
+    def _inverse_dynamics(self, quat_wxyz, gyro, acc, qj, dqj, tau, ddqj, domega_imu) -> np.ndarray:
+        a, nb = self._a, self.robot.nu_base
+        base = self._set_state(quat_wxyz, gyro, acc, qj, dqj, domega_imu)
+        if base is not None:
+            a[:3], a[3:6] = base.acc, base.domega
         a[nb:] = 0.0 if ddqj is None else ddqj
-        return self.forces_from_state(q, v, a, tau)
+        return self.forces_from_state(self._q, self._v, a, tau)
+
+    def _joint_torque(self, v: np.ndarray, tau: np.ndarray) -> np.ndarray:
+        """Joint torques (nv,) (zero on the base rows): reported tau (nj,) minus the identified friction at the
+        joint velocities of v (nv,); puts the identified rotor inertia into the armature of the detector's model."""
+        nb = self.robot.nu_base
+        self._tau[nb:] = tau
+        actuator = self._actuator
+        if actuator is not None:
+            act, params, armature = actuator
+            self._model.armature[:] = armature
+            self._tau[nb:] -= act.loss(v[nb:], params)
+        return self._tau
+
+    def _momentum(self, quat_wxyz, gyro, acc, qj, dqj, tau, domega_imu) -> tuple[np.ndarray, np.ndarray]:
+        """(reduced momentum p, right-hand side tau - M_lin s_O + C^T nu0), leg rows (nfeet * 3,), of one sample
+        (module docstring); leaves the configuration in self._q and J_leg^T in self._jac_t."""
+        model, data, q, v, legs = self._model, self.data, self._q, self._v, self._legs
+        base = self._set_state(quat_wxyz, gyro, acc, qj, dqj, domega_imu)
+        tau_j = self._joint_torque(v, tau)
+        mass = pin.crba(model, data, q)  # upper triangle, armature on the diagonal
+        mass = np.triu(mass) + np.triu(mass, 1).T
+        p = mass[legs] @ v
+        rhs = tau_j[legs] + pin.computeCoriolisMatrix(model, data, q, v)[:, legs].T @ v
+        if base is not None:  # specific force of the base origin, base axes
+            rhs -= mass[legs, :3] @ (base.acc - base.rotation.T @ GRAVITY)
+        self._jacobians(q)
+        return p, rhs
+
+    def _jacobians(self, q: np.ndarray) -> None:
+        """Per foot J_leg^T (nfeet, 3, 3) into self._jac_t: the foot's translation Jacobian (world axes) w.r.t. its
+        leg's joints, at q (nq,)."""
+        model, data = self._model, self.data
+        pin.computeJointJacobians(model, data, q)
+        pin.updateFramePlacements(model, data)
+        for i, fid in enumerate(self.robot.foot_frame_ids):
+            jac = pin.getFrameJacobian(model, data, fid, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED)
+            self._jac_t[i] = jac[:3, self._leg_cols[i]].T
+
+    def _observe(self, quat_wxyz, gyro, acc, qj, dqj, tau, domega_imu, dt: float) -> np.ndarray:
+        """One momentum-observer step over dt (s); forces (nfeet, 3), world axes, N. After a model change (identified
+        actuator or legs) the previous sample's momentum is recomputed with the new model: the change of model is
+        no change of momentum (else a swinging leg reads Delta I_r dq / dt as force once per solve)."""
+        if self._obs_stale:
+            self._obs_stale = False
+            self._obs_p, self._obs_rhs[:] = self._momentum(*self._obs_sample)
+        sample = _copied(quat_wxyz, gyro, acc, qj, dqj, tau, domega_imu)
+        p, rhs = self._momentum(*sample)
+        gain = min(self.config.observer_gain * dt, 1.0)
+        r = self._obs_r
+        r *= 1.0 - gain
+        r += gain * ((p - self._obs_p) / dt - 0.5 * (rhs + self._obs_rhs))
+        self._obs_p, self._obs_rhs[:], self._obs_sample = p, rhs, sample
+        self._rhs_legs[:] = r.reshape(-1, 3)
+        return self._solve_legs()
 
     def set_actuator(self, actuator, params: np.ndarray) -> None:
         """Use an identified actuator model (:class:`mcoe_ros.multibody.actuator.ActuatorModel` and its parameters):
@@ -137,6 +265,7 @@ class ContactDetector:
         armature = self.robot.model.armature.copy()
         armature[self.robot.nu_base :] += actuator.rotor_inertia(params)
         self._actuator = (actuator, params, armature)
+        self._obs_stale = True
 
     def set_leg_scale(self, scale: float) -> None:
         """Use identified leg bodies: every body but the payload's parent gets ``scale`` times its URDF inertial
@@ -147,6 +276,7 @@ class ContactDetector:
             nom = self.robot.nominal_inertias[j]
             model.inertias[j] = pin.Inertia(scale * nom.mass, nom.lever, scale * nom.inertia)
         self._model = model
+        self._obs_stale = True
         if scale != 1.0:  # the compiled estimate holds the URDF's legs: the reference computes the scaled ones
             self._compiled = None
 
@@ -157,23 +287,18 @@ class ContactDetector:
         Exact for any base linear velocity if a[:3] is the matching spatial acceleration (classical - w x v).
         """
         model, data, nb = self._model, self.data, self.robot.nu_base
-        self._tau[nb:] = tau
-        actuator = self._actuator
-        if actuator is not None:
-            act, params, armature = actuator
-            model.armature[:] = armature
-            self._tau[nb:] -= act.loss(v[nb:], params)
+        self._joint_torque(v, tau)
         if self._compiled is not None:
             self.forces[:] = self._compiled.compute(q, v, a, self._tau[nb:], model.armature)
             return self.forces
         rhs = pin.rnea(model, data, q, v, a) - self._tau  # = J^T f, leg rows
-        pin.computeJointJacobians(model, data, q)
-        pin.updateFramePlacements(model, data)
+        self._jacobians(q)
+        self._rhs_legs[:] = rhs[self._legs].reshape(-1, 3)
+        return self._solve_legs()
+
+    def _solve_legs(self) -> np.ndarray:
+        """self.forces (nfeet, 3) = J_leg^-T of self._rhs_legs (nfeet, 3) per foot (J^T f, leg rows, N m)."""
         jac_t, rhs_legs = self._jac_t, self._rhs_legs
-        for i, fid in enumerate(self.robot.foot_frame_ids):
-            cols = self._leg_cols[i]
-            jac_t[i] = pin.getFrameJacobian(model, data, fid, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED)[:3, cols].T
-            rhs_legs[i] = rhs[cols]
         try:  # all legs in one call (it runs per input sample: a quarter of the cost of one call per leg)
             self.forces[:] = np.linalg.solve(jac_t, rhs_legs[..., None])[..., 0]
         except np.linalg.LinAlgError:  # a singular leg (fully stretched) gives no information; the others do
