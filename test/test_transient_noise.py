@@ -7,6 +7,7 @@ import pytest
 from mcoe_ros.estimation.builder import transient_knots
 from mcoe_ros.estimation.config import EstimatorConfig, NoiseConfig
 from mcoe_ros.estimation.estimator import Estimator
+from mcoe_ros.estimation.samples import ImuSample, JointSample
 from mcoe_ros.estimation.window import GridKnot
 from mcoe_ros.io.bag import iter_messages
 from mcoe_ros.io.feed import SensorFeed
@@ -105,3 +106,26 @@ def test_estimator_solver_holds_the_windows_schedule(backend):
         if ticks >= 4 and loose_seen:
             break
     assert ticks >= 4 and loose_seen > 0
+
+
+def test_the_detectors_start_knot_takes_the_next_knots_stance_feet():
+    """The detector starts with no contact, which says nothing about the feet: the start knot's interval takes the
+    next knot's stance feet with their impulse (no flight interval) and the next knot has no landing, in a new
+    problem and in a shift; a real landing later gets its impulse."""
+    builder = Estimator(EstimatorConfig()).builder
+    flags = [(False,) * 4] + [FEET4] * 5
+    flags[3] = (True, False, True, True)  # FR lifts off at 3, lands at 4
+    knots = _knots(flags)
+    knots[0].detector_start = True
+    feet = tuple(builder.robot.foot_names)
+    running, _ = builder.phase_models(knots, None)
+    assert [bool(m.impulse) for m in running] == [True, False, False, False, True]
+    assert tuple(running[0].contacts) == tuple(running[0].impulse) == feet and len(running[3].contacts) == 3
+    joint, imu = JointSample(0.0, *np.zeros((3, 12))), ImuSample(0.0, np.r_[1.0, 0, 0, 0], np.zeros(3), np.zeros(3))
+    for kn in knots:
+        kn.joint, kn.imu = joint, imu
+    running, _, _, _ = builder.shift_arguments(knots[:3], 1)  # the shift whose knot before is the start knot
+    assert not running[0].impulse and tuple(running[0].contacts) == feet
+    knots[0].detector_start = False  # a real no-contact knot before: a flight interval, then the landing's impulse
+    running, _ = builder.phase_models(knots, None)
+    assert not running[0].contacts and running[1].impulse
