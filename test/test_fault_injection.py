@@ -475,10 +475,12 @@ def test_payload_sanity_holds_an_implausible_solve():
     est = Estimator()
     est.last_good = SimpleNamespace(payload_pi=np.r_[7.2, np.zeros(9)], payload_cov=np.eye(10) * 0.01)
     jump = SimpleNamespace(pi=np.r_[34.9, np.zeros(9)], cost=1.0)
-    assert "implausible payload step" in est._implausible(jump, cold=False)
+    assert "implausible payload step" in est._implausible(jump, cold=False, chi2_dof=1.0)
     small = SimpleNamespace(pi=np.r_[7.2 + 0.5 * MASS_STEP_MIN, np.zeros(9)], cost=1.0)
-    assert est._implausible(small, cold=False) == ""
+    assert est._implausible(small, cold=False, chi2_dof=1.0) == ""
     est._recent_costs.extend([10.0] * 10)
-    assert "cost outlier" in est._implausible(SimpleNamespace(pi=small.pi, cost=2.8e25), cold=False)
+    assert "cost outlier" in est._implausible(SimpleNamespace(pi=small.pi, cost=2.8e25), cold=False, chi2_dof=1e21)
+    # 100x the recent median but residuals of a few sigma (a gait change after standing): not an outlier
+    assert est._implausible(SimpleNamespace(pi=small.pi, cost=1e4), cold=False, chi2_dof=5.3) == ""
     est._held_in_row = 5  # a persistent change is followed: the bound doubles per held tick
-    assert est._implausible(SimpleNamespace(pi=np.r_[12.0, np.zeros(9)], cost=10.0), cold=False) == ""
+    assert est._implausible(SimpleNamespace(pi=np.r_[12.0, np.zeros(9)], cost=10.0), cold=False, chi2_dof=1.0) == ""

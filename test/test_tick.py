@@ -1,7 +1,8 @@
-"""Tick scheduling of issue 16: a cold start spread over ticks (``estimator.COLD_ITERATIONS_PER_TICK``), on the
+"""Tick scheduling of issue 16: a cold start spread over ticks (``solver.cold_iterations_per_tick``), on the
 committed sample bag through the replay's feed loop."""
 
 import os
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -9,14 +10,20 @@ import pytest
 from mcoe_ros.estimation import estimator
 from mcoe_ros.io.bag import iter_messages
 from mcoe_ros.io.feed import SensorFeed
+from mcoe_ros.io.params import NodeConfig
 from mcoe_ros.multibody import compiled
 
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "mcoe_ros", "data", "go1_sample")
 
 
-def test_a_cold_start_spread_over_ticks_publishes_once_its_budget_is_spent(monkeypatch):
-    monkeypatch.setattr(estimator, "COLD_ITERATIONS_PER_TICK", 2)
-    feed = SensorFeed()
+def _feed(**solver) -> SensorFeed:
+    """A feed with the default configuration but these ``solver.*`` values."""
+    base = NodeConfig()
+    return SensorFeed(replace(base, estimator=replace(base.estimator, solver=replace(base.estimator.solver, **solver))))
+
+
+def test_a_cold_start_spread_over_ticks_publishes_once_its_budget_is_spent():
+    feed = _feed(cold_iterations_per_tick=2)
     est = feed.estimator
     published, t0 = [], None
     for _topic, t_ns, msg in iter_messages(SAMPLE, ["low_state"]):
@@ -40,9 +47,8 @@ def test_a_cold_start_spread_over_ticks_publishes_once_its_budget_is_spent(monke
     assert str(feed.diagnostics().key_values()["warmup_ticks"]) == str(warm_up - 1)
 
 
-def test_by_default_a_cold_start_runs_its_budget_in_one_tick():
-    assert estimator.COLD_ITERATIONS_PER_TICK is None
-    feed = SensorFeed()
+def test_without_a_per_tick_bound_a_cold_start_runs_its_budget_in_one_tick():
+    feed = _feed(cold_iterations_per_tick=0)
     est = feed.estimator
     for _topic, t_ns, msg in iter_messages(SAMPLE, ["low_state"]):
         feed.low_state(msg, t_ns * 1e-9)

@@ -252,6 +252,10 @@ class SolverConfig:
 
     max_iterations: int = 1  #: per warm-started tick (real-time iteration; 3 measured no better, docs/tworate.md)
     max_iterations_cold: int = 10  #: of a solve from scratch (first tick, restarts)
+    #: at most this many of a cold start's max_iterations_cold per tick (a bounded tick): the window shifts between
+    #: them like a warm tick, keeping the prior of a problem built from scratch, and nothing is published until the
+    #: budget is spent or the solve converged (``warmup_ticks`` in diagnostics). 0 = the whole budget in one tick
+    cold_iterations_per_tick: int = 0
     time_budget: float = 0.0  #: wall-time budget per tick, s (0 = none: deterministic)
     rollout: str = "multiple"  #: 'multiple', 'feasible' or 'single'
     arrival: str = "auto"  #: 'auto', 'schur' or 'nullspace'

@@ -56,18 +56,15 @@ MAX_PAYLOAD_MASS = 200.0  #: kg; a solve claiming more is treated as diverged
 #: whole window (the knots' data recycled where the contact phase matches, no allocation), the arrival prior and the
 #: states are a warm rebuild's (odometry, payload belief), and it runs the warm budget (solver.max_iterations), so the
 #: next tick is not late again (docs/tworate.md, session 5)
-#: None: a cold start runs its max_iterations_cold in one tick. A number: they are spread over ticks, at most this
-#: many per tick (a bounded tick): the window shifts between them like a warm tick, keeping the prior of a problem
-#: built from scratch, and nothing is published until the budget is spent or the solve converged (``warmup_ticks``
-#: in diagnostics). Off by default: with 2 on the sample bag the ATE went from 1.20 to 1.33 cm and the cost-outlier
-#: check held 2 ticks (docs/performance.md, run 6)
-COLD_ITERATIONS_PER_TICK: int | None = None
-#: solve sanity (against the recent good solves): a cost above COST_OUTLIER times their median (and above
-#: COST_FLOOR) is an outlier; the payload mass may move by at most max(MASS_STEP_MIN, MASS_STEP_SIGMAS sigma_m)
-#: per tick, sigma_m the previous estimate's mass std, doubled for every consecutive held tick (so a real
-#: payload change is followed within a few ticks while a single absurd solve is held, not published).
+#: solve sanity (against the recent good solves): a cost above COST_OUTLIER times their median, with the window's
+#: reduced chi-square above CHI2_OUTLIER (whitened residuals of RMS 10 sigma: a diverged solve), is an outlier. The
+#: chi-square floor replaced an absolute cost floor (1e4), which held the first solve of the sample bag's trot (cost
+#: 1.0e4, reduced chi-square 5.3, within the trot's range 0.3-13, but 100x the standing phase's median); the payload
+#: mass may move by at most max(MASS_STEP_MIN, MASS_STEP_SIGMAS sigma_m) per tick, sigma_m the previous estimate's
+#: mass std, doubled for every consecutive held tick (so a real payload change is followed within a few ticks while
+#: a single absurd solve is held, not published).
 COST_OUTLIER = 100.0
-COST_FLOOR = 1e4
+CHI2_OUTLIER = 100.0
 MASS_STEP_MIN = 1.0  #: kg
 MASS_STEP_SIGMAS = 4.0
 
@@ -91,7 +88,9 @@ class Counters:
     rebuilt: int = 0  #: problems built anew after the first (held ticks, restarts, payload resets)
     late: int = 0  #: late ticks (more than a window after the previous solve): the solver shifted by a whole window
     deadline_misses: int = 0  #: solves stopped by solver.time_budget
-    warmup: int = 0  #: ticks of a cold start that iterated without publishing (see COLD_ITERATIONS_PER_TICK)
+    warmup: int = (
+        0  #: ticks of a cold start that iterated without publishing (see SolverConfig.cold_iterations_per_tick)
+    )
     iterations: list = None  #: iterations of every successful solve
     solve_times: list = None  #: wall time of every tick, s
 
@@ -168,6 +167,7 @@ class Estimator:
             final_direction=False,  # the convergence flag of a real-time iteration is not worth a backward pass
         )
         self.cold_iterations = int(sol.max_iterations_cold)
+        self.cold_per_tick = int(sol.cold_iterations_per_tick) or None  #: None: the cold budget in one tick
         if sol.backend not in ("auto", "python", "compiled"):
             raise ValueError(f"solver.backend: unknown backend {sol.backend!r}")
         if sol.backend == "compiled" and not compiled.available():
@@ -469,7 +469,7 @@ class Estimator:
                 self.solver.problem.prior = prior
             solver = self.solver  # this tick's solver (reset_payload may drop self.solver meanwhile)
             iterations = self.options.max_iter
-            spread = COLD_ITERATIONS_PER_TICK
+            spread = self.cold_per_tick
             if cold or warming:  # the cold start's budget (spread over ticks)
                 iterations = min(self._warmup_left, max(spread or self._warmup_left, iterations))
 
@@ -486,7 +486,8 @@ class Estimator:
                 self._warmup_left = 0 if done else max(self._warmup_left - max(result.iterations, 1), 0)
             cold = cold or warming  # the cost of a cold start includes its initial transient
             failure = self._check(result)
-            implausible = "" if failure else self._implausible(result, cold or late)
+            chi2_dof = np.nan if failure else self.reduced_chi2(solver, result)
+            implausible = "" if failure else self._implausible(result, cold or late, chi2_dof)
         except (np.linalg.LinAlgError, FloatingPointError) as err:
             result, failure, implausible = None, f"solver error: {err}", ""
         elapsed = time.perf_counter() - t_wall
@@ -504,7 +505,7 @@ class Estimator:
             self.last_status = "converging (cold start)"
             return None
         try:
-            est = self._estimate(solver, result, knots[-1], elapsed)
+            est = self._estimate(solver, result, knots[-1], elapsed, chi2_dof)
         except (np.linalg.LinAlgError, FloatingPointError) as err:
             return self._hold(f"covariance error: {err}")
         if not (est.is_finite() and np.all(np.isfinite(est.theta_cov))):  # e.g. a singular window marginal
@@ -606,12 +607,13 @@ class Estimator:
             return "non-physical payload"
         return ""
 
-    def _implausible(self, result, cold: bool) -> str:
-        """Solve sanity against recent history (see COST_OUTLIER, MASS_STEP_*): '' when plausible."""
-        if not cold and len(self._recent_costs) >= 5:
+    def _implausible(self, result, cold: bool, chi2_dof: float) -> str:
+        """Solve sanity against recent history (see COST_OUTLIER, CHI2_OUTLIER, MASS_STEP_*) given the solve's
+        reduced chi-square (:meth:`reduced_chi2`): '' when plausible."""
+        if not cold and len(self._recent_costs) >= 5 and chi2_dof > CHI2_OUTLIER:
             scale = float(np.median(self._recent_costs))
-            if result.cost > max(COST_OUTLIER * scale, COST_FLOOR):
-                return f"cost outlier {result.cost:.3g} (recent median {scale:.3g})"
+            if result.cost > COST_OUTLIER * scale:
+                return f"cost outlier {result.cost:.3g} (recent median {scale:.3g}, reduced chi-square {chi2_dof:.3g})"
         last = self.last_good
         if last is None:
             return ""
@@ -624,13 +626,13 @@ class Estimator:
         return ""
 
     # ------------------------------------------------------------------ outputs
-    def _estimate(self, solver: MCOESolver, result, knot: GridKnot, elapsed: float) -> Estimate:
-        """The Estimate of a successful solve (pure: reads the solver, writes nothing)."""
+    def _estimate(self, solver: MCOESolver, result, knot: GridKnot, elapsed: float, chi2_dof: float) -> Estimate:
+        """The Estimate of a successful solve (pure: reads the solver, writes nothing); chi2_dof: its
+        :meth:`reduced_chi2`."""
         robot = self.robot
         problem = solver.problem
         ndx, nv, nq = problem.ndx, robot.nv, robot.nq
         cov = self._terminal_covariance(solver)
-        chi2_dof = self.reduced_chi2(solver, result)
         rob = self.config.robust
         scale = max(chi2_dof, rob.covariance_scale_floor) if rob.covariance_scaling == "residual" else 1.0
         x = result.xs[-1]

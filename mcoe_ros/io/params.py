@@ -417,6 +417,11 @@ _TABLE: tuple[Param, ...] = (
         "solver iterations of a solve from scratch (first tick, restarts)",
     ),
     Param(
+        "solver.cold_iterations_per_tick",
+        "estimator.solver.cold_iterations_per_tick",
+        "at most this many of a cold start's iterations per tick, the rest on the next ticks (0 = all in one tick)",
+    ),
+    Param(
         "solver.time_budget",
         "estimator.solver.time_budget",
         "wall-time budget per tick, s (0 = none: deterministic replay)",
@@ -523,6 +528,7 @@ _BOUNDS = {
     "dynamics.newton_max_iterations": (1, None, True),
     "solver.max_iterations": (1, None, True),
     "solver.max_iterations_cold": (1, None, True),
+    "solver.cold_iterations_per_tick": (0, None, True),
     "solver.time_budget": NONNEGATIVE,
     "solver.threads": (0, 64, True),
     "solver.spare_knots": (-1, 100000, True),
