@@ -293,7 +293,7 @@ def _compiled_or_skip():
 
 
 class _Counting:
-    """The compiled ContactForces with a count of its momentum() calls (the observer steps it served)."""
+    """The compiled ContactForces with a count of its momentum() and observe() calls (the samples it served)."""
 
     def __init__(self, compiled):
         self.compiled, self.calls = compiled, 0
@@ -302,6 +302,10 @@ class _Counting:
         self.calls += 1
         return self.compiled.momentum(*args)
 
+    def observe(self, *args):
+        self.calls += 1
+        return self.compiled.observe(*args)
+
     def __getattr__(self, name):
         return getattr(self.compiled, name)
 
@@ -309,8 +313,9 @@ class _Counting:
 @pytest.mark.parametrize("floating_base", [True, False])
 def test_the_compiled_momentum_terms_equal_the_python_reference(floating_base):
     """The compiled (p, rhs) and legs' J^T of one sample (ContactForces.momentum: crba symmetrised, C(q, nu0)^T nu0,
-    the specific-force term) against ContactDetector._momentum's Python reference, on random moving samples with an
-    identified actuator (friction, rotor inertia), floating and fixed base."""
+    the specific-force term) and its leg solves (ContactForces.solve) against ContactDetector._momentum's and
+    _solve_legs' Python reference, on random moving samples with an identified actuator (friction, rotor inertia),
+    floating and fixed base."""
     from mcoe_ros.multibody.robot import RobotSpec
 
     _compiled_or_skip()
@@ -331,15 +336,17 @@ def test_the_compiled_momentum_terms_equal_the_python_reference(floating_base):
         p_ref, rhs_ref = ref._momentum(*sample)
         p, rhs = fast._momentum(*sample, compiled=fast._compiled)
         jac_t = fast._compiled.jacobians_t.reshape(-1, 3, 3)
-        for a, b in ((p, p_ref), (rhs, rhs_ref), (jac_t, ref._jac_t)):
+        ref._rhs_legs[:] = rhs_ref.reshape(-1, 3)
+        forces = fast._compiled.solve(rhs_ref)
+        for a, b in ((p, p_ref), (rhs, rhs_ref), (jac_t, ref._jac_t), (forces, ref._solve_legs())):
             worst = max(worst, float(np.abs(a - b).max() / (1.0 + np.abs(b).max())))
         assert np.abs(rhs_ref).max() > 1.0 and np.abs(p_ref).max() > 0.01  # the terms are exercised
     assert worst < 1e-12, worst
 
 
 def test_the_compiled_observer_equals_the_python_reference_through_model_changes_and_a_restart(robot):
-    """The whole observer (compiled momentum, right-hand side and leg solves; restart at the compiled inverse
-    dynamics) against the Python reference on one sample stream of a moving floating base (K dt < 1: the filter
+    """The whole observer (compiled steps, ContactForces.observe; restart at the compiled inverse dynamics and
+    momentum) against the Python reference on one sample stream of a moving floating base (K dt < 1: the filter
     keeps its memory): forces to 1e-10 and equal flags through an identified-actuator change (the previous sample's
     momentum recomputed), a restart (reset, dt None), and a leg scale != 1 (the compiled detector falls back to
     Python from there)."""

@@ -91,4 +91,18 @@ std::pair<const Vec&, const Vec&> ContactForces::momentum(const Vec& q, const Ve
   return {leg_p_, leg_rhs_};
 }
 
+const RowMat& ContactForces::observe(const Vec& q, const Vec& v, const Vec& tau, const Vec& armature,
+                                    const Vec& specific_force, double dt, double g, Eigen::Ref<Vec> p_prev,
+                                    Eigen::Ref<Vec> rhs_prev, Eigen::Ref<Vec> r) {
+  const Eigen::Index rows = jac_t_.rows();
+  if (p_prev.size() != rows || rhs_prev.size() != rows || r.size() != rows || !(dt > 0.0))
+    throw std::invalid_argument("ContactForces.observe: wrong sizes or dt <= 0");
+  momentum(q, v, tau, armature, specific_force);
+  r *= 1.0 - g;
+  r += g * ((leg_p_ - p_prev) / dt - 0.5 * (leg_rhs_ + rhs_prev));
+  p_prev = leg_p_;
+  rhs_prev = leg_rhs_;
+  return solve(r);
+}
+
 }  // namespace mcoe

@@ -29,6 +29,12 @@ class ContactForces {
   std::pair<const Vec&, const Vec&> momentum(const Vec& q, const Vec& v, const Vec& tau, const Vec& armature,
                                              const Vec& specific_force);
 
+  // One momentum-observer step (ContactDetector._observe) in one call: this sample's p, rhs (momentum(), same
+  // arguments), then in place r <- (1 - g) r + g ((p - p_prev) / dt - (rhs + rhs_prev) / 2) (r: the residual J^T f,
+  // leg rows, N m; g: the filter weight min(K dt, 1); dt in s) and p_prev, rhs_prev <- p, rhs; returns solve(r).
+  const RowMat& observe(const Vec& q, const Vec& v, const Vec& tau, const Vec& armature, const Vec& specific_force,
+                        double dt, double g, Eigen::Ref<Vec> p_prev, Eigen::Ref<Vec> rhs_prev, Eigen::Ref<Vec> r);
+
   // Forces (nfeet, 3), world axes, N, from J^T f on the leg rows (3 nfeet, N m, foot order), with the legs' J^T of
   // the last compute() or momentum(). A singular leg gives zero.
   const RowMat& solve(const Vec& leg_torques);

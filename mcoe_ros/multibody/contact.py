@@ -219,22 +219,35 @@ class ContactDetector:
             self._tau[nb:] -= act.loss(v[nb:], params)
         return self._tau
 
+    def _observer_inputs(self, quat_wxyz, gyro, acc, qj, dqj, tau, domega_imu) -> tuple:
+        """The observer's inputs of one sample: (q (nq,), v (nv,) with a zero base linear velocity, joint torques
+        after friction (nv,) (zero base rows), the detector model's armature (nv,), the specific force of the base
+        origin s_O = a_O - R^T g_W (3,), m/s^2, base axes, or None without a floating base)."""
+        base = self._set_state(quat_wxyz, gyro, acc, qj, dqj, domega_imu)
+        tau_j = self._joint_torque(self._v, tau)
+        spec = None if base is None else base.acc - base.rotation.T @ GRAVITY
+        return self._q, self._v, tau_j, self._model.armature, spec
+
+    def _compiled_inputs(self, sample: tuple) -> tuple:
+        """:meth:`_observer_inputs` as the compiled ContactForces.momentum / observe take them (actuated torques)."""
+        q, v, tau_j, armature, spec = self._observer_inputs(*sample)
+        return q, v, tau_j[self.robot.nu_base :], armature, _NO_BASE if spec is None else spec
+
     def _momentum(self, quat_wxyz, gyro, acc, qj, dqj, tau, domega_imu, compiled=None) -> tuple[np.ndarray, np.ndarray]:
         """(reduced momentum p, right-hand side tau - M_lin s_O + C^T nu0), leg rows (nfeet * 3,), of one sample
         (module docstring); leaves the configuration in self._q and J_leg^T in self._jac_t, or in ``compiled`` (the
         compiled ContactForces) when given, which computes them."""
-        model, data, q, v, legs = self._model, self.data, self._q, self._v, self._legs
-        base = self._set_state(quat_wxyz, gyro, acc, qj, dqj, domega_imu)
-        tau_j = self._joint_torque(v, tau)
+        sample = (quat_wxyz, gyro, acc, qj, dqj, tau, domega_imu)
         if compiled is not None:
-            spec = _NO_BASE if base is None else base.acc - base.rotation.T @ GRAVITY
-            return compiled.momentum(q, v, tau_j[self.robot.nu_base :], model.armature, spec)
+            return compiled.momentum(*self._compiled_inputs(sample))
+        model, data, legs = self._model, self.data, self._legs
+        q, v, tau_j, _, spec = self._observer_inputs(*sample)
         mass = pin.crba(model, data, q)  # upper triangle, armature on the diagonal
         mass = np.triu(mass) + np.triu(mass, 1).T
         p = mass[legs] @ v
         rhs = tau_j[legs] + pin.computeCoriolisMatrix(model, data, q, v)[:, legs].T @ v
-        if base is not None:  # specific force of the base origin, base axes
-            rhs -= mass[legs, :3] @ (base.acc - base.rotation.T @ GRAVITY)
+        if spec is not None:
+            rhs -= mass[legs, :3] @ spec
         self._jacobians(q)
         return p, rhs
 
@@ -257,15 +270,17 @@ class ContactDetector:
             self._obs_stale = False
             self._obs_p, self._obs_rhs[:] = self._momentum(*self._obs_sample, compiled=compiled)
         sample = _copied(quat_wxyz, gyro, acc, qj, dqj, tau, domega_imu)
-        p, rhs = self._momentum(*sample, compiled=compiled)
+        self._obs_sample = sample
         gain = min(self.config.observer_gain * dt, 1.0)
+        if compiled is not None:  # the same step in one call, the observer state updated in place
+            state = (self._obs_p, self._obs_rhs, self._obs_r)
+            self.forces[:] = compiled.observe(*self._compiled_inputs(sample), dt, gain, *state)
+            return self.forces
+        p, rhs = self._momentum(*sample)
         r = self._obs_r
         r *= 1.0 - gain
         r += gain * ((p - self._obs_p) / dt - 0.5 * (rhs + self._obs_rhs))
-        self._obs_p, self._obs_rhs[:], self._obs_sample = p, rhs, sample
-        if compiled is not None:
-            self.forces[:] = compiled.solve(r)
-            return self.forces
+        self._obs_p, self._obs_rhs[:] = p, rhs
         self._rhs_legs[:] = r.reshape(-1, 3)
         return self._solve_legs()
 
