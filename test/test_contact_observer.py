@@ -285,22 +285,107 @@ def test_a_new_identified_model_is_no_change_of_momentum(robot):
             assert np.abs(a - b).max() > 1e-3  # the models differ before the switch
 
 
-def test_the_observer_with_the_compiled_restart_equals_the_python_reference(robot):
-    """With the extension built, the observer's restart (the inverse-dynamics estimate) is the compiled one; the
-    whole force sequence equals the Python reference's (K dt < 1: the restart stays in the filter's memory)."""
+def _compiled_or_skip():
     from mcoe_ros.multibody import contact
 
     if contact._CompiledForces is None:
         pytest.skip("compiled extension (ContactForces) not built")
-    dt = 0.002
-    samples, _ = _lift_off(robot, 25, dt, 0.01, 0.0303)
+
+
+class _Counting:
+    """The compiled ContactForces with a count of its momentum() and observe() calls (the samples it served)."""
+
+    def __init__(self, compiled):
+        self.compiled, self.calls = compiled, 0
+
+    def momentum(self, *args):
+        self.calls += 1
+        return self.compiled.momentum(*args)
+
+    def observe(self, *args):
+        self.calls += 1
+        return self.compiled.observe(*args)
+
+    def __getattr__(self, name):
+        return getattr(self.compiled, name)
+
+
+@pytest.mark.parametrize("floating_base", [True, False])
+def test_the_compiled_momentum_terms_equal_the_python_reference(floating_base):
+    """The compiled (p, rhs) and legs' J^T of one sample (ContactForces.momentum: crba symmetrised, C(q, nu0)^T nu0,
+    the specific-force term) and its leg solves (ContactForces.solve) against ContactDetector._momentum's and
+    _solve_legs' Python reference, on random moving samples with an identified actuator (friction, rotor inertia),
+    floating and fixed base."""
+    from mcoe_ros.multibody.robot import RobotSpec
+
+    _compiled_or_skip()
+    robot = RobotModel(RobotSpec(floating_base=floating_base))
+    rng = np.random.default_rng(7)
+    ref, fast = ContactDetector(robot, compiled=False), ContactDetector(robot, compiled=True)
     act = ActuatorModel(robot)
-    params = np.array([1.0, 1.5, 2.0, 0.2, 0.2, 0.2, 0.01, 0.01, 0.01])
-    dets = [ContactDetector(robot, ContactConfig(observer_gain=200.0), compiled=c) for c in (None, False)]
-    for det in dets:
+    params = np.concatenate([[1.0, 1.5, 2.0], [0.2, 0.3, 0.2], [0.01, 0.012, 0.015]])
+    for det in (ref, fast):
         det.set_actuator(act, params)
-    assert dets[0]._compiled is not None
-    for k, (quat, gyro, spec, qj, dqj, tau, dw) in enumerate(samples):
-        ddq = None if k == 0 else (dqj - samples[k - 1][4]) / dt
-        out = [d.estimate_forces(quat, gyro, spec, qj, dqj, tau, ddq, dw, None if k == 0 else dt).copy() for d in dets]
-        np.testing.assert_allclose(out[0], out[1], atol=1e-9)
+    worst = 0.0
+    for _ in range(30):
+        quat = rng.normal(size=4)
+        gyro, spec, dw = rng.normal(0, 2.0, 3), rng.normal(0, 15.0, 3) + [0, 0, 9.81], rng.normal(0, 20.0, 3)
+        qj = np.tile([0.1, 0.8, -1.6], 4) + rng.uniform(-0.5, 0.5, 12)
+        dqj, tau = rng.normal(0, 5, 12), rng.normal(0, 10, 12)
+        sample = (quat, gyro, spec, qj, dqj, tau, dw)
+        p_ref, rhs_ref = ref._momentum(*sample)
+        p, rhs = fast._momentum(*sample, compiled=fast._compiled)
+        jac_t = fast._compiled.jacobians_t.reshape(-1, 3, 3)
+        ref._rhs_legs[:] = rhs_ref.reshape(-1, 3)
+        forces = fast._compiled.solve(rhs_ref)
+        for a, b in ((p, p_ref), (rhs, rhs_ref), (jac_t, ref._jac_t), (forces, ref._solve_legs())):
+            worst = max(worst, float(np.abs(a - b).max() / (1.0 + np.abs(b).max())))
+        assert np.abs(rhs_ref).max() > 1.0 and np.abs(p_ref).max() > 0.01  # the terms are exercised
+    assert worst < 1e-12, worst
+
+
+def test_the_compiled_observer_equals_the_python_reference_through_model_changes_and_a_restart(robot):
+    """The whole observer (compiled steps, ContactForces.observe; restart at the compiled inverse dynamics and
+    momentum) against the Python reference on one sample stream of a moving floating base (K dt < 1: the filter
+    keeps its memory): forces to 1e-10 and equal flags through an identified-actuator change (the previous sample's
+    momentum recomputed), a restart (reset, dt None), and a leg scale != 1 (the compiled detector falls back to
+    Python from there)."""
+    _compiled_or_skip()
+    rng = np.random.default_rng(5)
+    state, acc = _trajectory(robot, rng)
+    dt, n = 0.002, 40
+    act = ActuatorModel(robot)
+    params = [np.array([1.0, 1.5, 2.0] + [0.2] * 3 + [0.01] * 3), np.array([0.5, 1.0, 1.0] + [0.1] * 3 + [0.02] * 3)]
+    cfg = ContactConfig(observer_gain=200.0, force_on=2.0, force_off=1.0)
+    dets = [ContactDetector(robot, cfg, compiled=c) for c in (True, False)]
+    counting = dets[0]._compiled = _Counting(dets[0]._compiled)
+    for det in dets:
+        det.set_actuator(act, params[0])
+    prev, worst, changed = None, 0.0, []
+    for k in range(n):
+        q, v = state(k * dt)
+        quat, gyro, spec, dw = _imu_sample(robot, q, v, acc)
+        tau = rng.normal(0, 5.0, 12) + 3.0 * np.sin(np.arange(12) + 0.2 * k)
+        ddq = None if prev is None else (v[6:] - prev) / dt
+        step = None if prev is None else dt
+        if k == 12:  # a new identified actuator: the previous sample's momentum is recomputed with it
+            for det in dets:
+                det.set_actuator(act, params[1])
+        if k == 22:  # a restart (grid gap)
+            for det in dets:
+                det.reset()
+            step = None
+        if k == 32:  # identified leg bodies: the compiled detector computes in Python from here on
+            calls = counting.calls
+            for det in dets:
+                det.set_leg_scale(1.1)
+            assert dets[0]._compiled is None
+        out = [det.estimate_forces(quat, gyro, spec, q[7:], v[6:], tau, ddq, dw, step).copy() for det in dets]
+        flags = [det.update(k * dt, f) for det, f in zip(dets, out, strict=True)]
+        worst = max(worst, float(np.abs(out[0] - out[1]).max()))
+        np.testing.assert_array_equal(flags[0], flags[1])
+        changed.append(flags[1].copy())
+        prev = v[6:]
+    assert worst < 1e-10, worst
+    assert calls == 32 + 1  # every sample before the leg scale was compiled, and the one recomputed at k = 12
+    assert (np.array(changed) != changed[0]).any()  # the flags change along the stream: their equality is tested

@@ -80,7 +80,34 @@ PYBIND11_MODULE(_mcoe, m) {
             return RowMat(c.compute(q, v, a, tau, armature));
           },
           py::arg("q"), py::arg("v"), py::arg("a"), py::arg("tau"), py::arg("armature"),
-          "Ground reaction forces (nfeet, 3), world axes, N (ContactDetector.forces_from_state).");
+          "Ground reaction forces (nfeet, 3), world axes, N (ContactDetector.forces_from_state).")
+      .def(
+          "momentum",
+          [](ContactForces& c, const Vec& q, const Vec& v, const Vec& tau, const Vec& armature,
+             const Vec& specific_force) {
+            auto pr = c.momentum(q, v, tau, armature, specific_force);
+            return py::make_tuple(Vec(pr.first), Vec(pr.second));
+          },
+          py::arg("q"), py::arg("v"), py::arg("tau"), py::arg("armature"), py::arg("specific_force"),
+          "The momentum observer's (reduced momentum p, right-hand side), leg rows (3 nfeet,) "
+          "(ContactDetector._momentum); keeps the legs' J^T.")
+      .def(
+          "observe",
+          [](ContactForces& c, const Vec& q, const Vec& v, const Vec& tau, const Vec& armature,
+             const Vec& specific_force, double dt, double g, Eigen::Ref<Vec> p_prev, Eigen::Ref<Vec> rhs_prev,
+             Eigen::Ref<Vec> r) {
+            return RowMat(c.observe(q, v, tau, armature, specific_force, dt, g, p_prev, rhs_prev, r));
+          },
+          py::arg("q"), py::arg("v"), py::arg("tau"), py::arg("armature"), py::arg("specific_force"), py::arg("dt"),
+          py::arg("g"), py::arg("p_prev").noconvert(), py::arg("rhs_prev").noconvert(), py::arg("r").noconvert(),
+          "One momentum-observer step (ContactDetector._observe): forces (nfeet, 3); p_prev, rhs_prev and r "
+          "(float64 arrays, 3 nfeet) updated in place.")
+      .def(
+          "solve", [](ContactForces& c, const Vec& leg_torques) { return RowMat(c.solve(leg_torques)); },
+          py::arg("leg_torques"), "Forces (nfeet, 3) from J^T f on the leg rows (3 nfeet,) with the kept J^T.")
+      .def_property_readonly(
+          "jacobians_t", [](const ContactForces& c) { return RowMat(c.jacobiansT()); },
+          "The legs' J^T of the last call, stacked per foot (3 nfeet, 3).");
 
   py::class_<Parametrization>(m, "Parametrization")
       .def(py::init<>())

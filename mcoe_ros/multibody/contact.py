@@ -48,7 +48,7 @@ import pinocchio as pin
 from mcoe_ros.multibody.imu import GRAVITY, base_motion, imu_mount
 from mcoe_ros.multibody.robot import RobotModel
 
-try:  # the compiled force estimate (same numbers, ~10x cheaper per sample); optional like the whole extension
+try:  # the compiled force estimates (same numbers, cheaper per sample); optional like the whole extension
     from mcoe_ros._mcoe import ContactForces as _CompiledForces
     from mcoe_ros._mcoe import Robot as _CompiledRobot
 except ImportError:
@@ -56,6 +56,7 @@ except ImportError:
 
 
 CONTACT_METHODS = ("dynamics", "momentum")
+_NO_BASE = np.zeros(0)  #: the compiled momentum's specific force without a floating base
 
 
 def _copied(*arrays) -> tuple:
@@ -91,8 +92,9 @@ class ContactDetector:
     """Per-foot contact flags (model foot order) from joint torques, encoders and the IMU.
 
     ``compiled``: estimate the forces with the compiled extension (``mcoe_ros._mcoe.ContactForces``, the same
-    Pinocchio calls in C++; it runs once per input sample); None = when it is built, False = always in Python (the
-    reference; a test compares the two)."""
+    Pinocchio calls in C++ for both methods: the inverse dynamics and the observer's momentum, right-hand side and leg
+    solves; it runs once per input sample); None = when it is built, False = always in Python (the reference; tests
+    compare the two). Leg bodies scaled by :meth:`set_leg_scale` are computed in Python."""
 
     def __init__(self, robot: RobotModel, config: ContactConfig | None = None, compiled: bool | None = None):
         self.robot = robot
@@ -174,10 +176,12 @@ class ContactDetector:
             return self._observe(quat_wxyz, gyro, acc, qj, dqj, tau, domega_imu, dt)
         forces = self._inverse_dynamics(quat_wxyz, gyro, acc, qj, dqj, tau, ddqj, domega_imu)
         if self.config.method == "momentum":
+            compiled = self._compiled  # one backend per step: the legs' J^T stay where _momentum put them
             sample = _copied(quat_wxyz, gyro, acc, qj, dqj, tau, domega_imu)
-            self._obs_p, self._obs_rhs[:] = self._momentum(*sample)
+            self._obs_p, self._obs_rhs[:] = self._momentum(*sample, compiled=compiled)
             self._obs_sample, self._obs_stale = sample, False
-            self._obs_r[:] = np.einsum("fij,fj->fi", self._jac_t, forces).ravel()
+            jac_t = self._jac_t if compiled is None else compiled.jacobians_t.reshape(-1, 3, 3)
+            self._obs_r[:] = np.einsum("fij,fj->fi", jac_t, forces).ravel()
         return forces
 
     def _set_state(self, quat_wxyz, gyro, acc, qj, dqj, domega_imu):
@@ -215,18 +219,35 @@ class ContactDetector:
             self._tau[nb:] -= act.loss(v[nb:], params)
         return self._tau
 
-    def _momentum(self, quat_wxyz, gyro, acc, qj, dqj, tau, domega_imu) -> tuple[np.ndarray, np.ndarray]:
-        """(reduced momentum p, right-hand side tau - M_lin s_O + C^T nu0), leg rows (nfeet * 3,), of one sample
-        (module docstring); leaves the configuration in self._q and J_leg^T in self._jac_t."""
-        model, data, q, v, legs = self._model, self.data, self._q, self._v, self._legs
+    def _observer_inputs(self, quat_wxyz, gyro, acc, qj, dqj, tau, domega_imu) -> tuple:
+        """The observer's inputs of one sample: (q (nq,), v (nv,) with a zero base linear velocity, joint torques
+        after friction (nv,) (zero base rows), the detector model's armature (nv,), the specific force of the base
+        origin s_O = a_O - R^T g_W (3,), m/s^2, base axes, or None without a floating base)."""
         base = self._set_state(quat_wxyz, gyro, acc, qj, dqj, domega_imu)
-        tau_j = self._joint_torque(v, tau)
+        tau_j = self._joint_torque(self._v, tau)
+        spec = None if base is None else base.acc - base.rotation.T @ GRAVITY
+        return self._q, self._v, tau_j, self._model.armature, spec
+
+    def _compiled_inputs(self, sample: tuple) -> tuple:
+        """:meth:`_observer_inputs` as the compiled ContactForces.momentum / observe take them (actuated torques)."""
+        q, v, tau_j, armature, spec = self._observer_inputs(*sample)
+        return q, v, tau_j[self.robot.nu_base :], armature, _NO_BASE if spec is None else spec
+
+    def _momentum(self, quat_wxyz, gyro, acc, qj, dqj, tau, domega_imu, compiled=None) -> tuple[np.ndarray, np.ndarray]:
+        """(reduced momentum p, right-hand side tau - M_lin s_O + C^T nu0), leg rows (nfeet * 3,), of one sample
+        (module docstring); leaves the configuration in self._q and J_leg^T in self._jac_t, or in ``compiled`` (the
+        compiled ContactForces) when given, which computes them."""
+        sample = (quat_wxyz, gyro, acc, qj, dqj, tau, domega_imu)
+        if compiled is not None:
+            return compiled.momentum(*self._compiled_inputs(sample))
+        model, data, legs = self._model, self.data, self._legs
+        q, v, tau_j, _, spec = self._observer_inputs(*sample)
         mass = pin.crba(model, data, q)  # upper triangle, armature on the diagonal
         mass = np.triu(mass) + np.triu(mass, 1).T
         p = mass[legs] @ v
         rhs = tau_j[legs] + pin.computeCoriolisMatrix(model, data, q, v)[:, legs].T @ v
-        if base is not None:  # specific force of the base origin, base axes
-            rhs -= mass[legs, :3] @ (base.acc - base.rotation.T @ GRAVITY)
+        if spec is not None:
+            rhs -= mass[legs, :3] @ spec
         self._jacobians(q)
         return p, rhs
 
@@ -244,16 +265,22 @@ class ContactDetector:
         """One momentum-observer step over dt (s); forces (nfeet, 3), world axes, N. After a model change (identified
         actuator or legs) the previous sample's momentum is recomputed with the new model: the change of model is
         no change of momentum (else a swinging leg reads Delta I_r dq / dt as force once per solve)."""
+        compiled = self._compiled  # one backend per step: the legs' J^T stay where _momentum put them
         if self._obs_stale:
             self._obs_stale = False
-            self._obs_p, self._obs_rhs[:] = self._momentum(*self._obs_sample)
+            self._obs_p, self._obs_rhs[:] = self._momentum(*self._obs_sample, compiled=compiled)
         sample = _copied(quat_wxyz, gyro, acc, qj, dqj, tau, domega_imu)
-        p, rhs = self._momentum(*sample)
+        self._obs_sample = sample
         gain = min(self.config.observer_gain * dt, 1.0)
+        if compiled is not None:  # the same step in one call, the observer state updated in place
+            state = (self._obs_p, self._obs_rhs, self._obs_r)
+            self.forces[:] = compiled.observe(*self._compiled_inputs(sample), dt, gain, *state)
+            return self.forces
+        p, rhs = self._momentum(*sample)
         r = self._obs_r
         r *= 1.0 - gain
         r += gain * ((p - self._obs_p) / dt - 0.5 * (rhs + self._obs_rhs))
-        self._obs_p, self._obs_rhs[:], self._obs_sample = p, rhs, sample
+        self._obs_p, self._obs_rhs[:] = p, rhs
         self._rhs_legs[:] = r.reshape(-1, 3)
         return self._solve_legs()
 
