@@ -9,7 +9,9 @@ profile of ``benchmarks/realism_suite.py``) with ONE field of :class:`mcoe_ros.s
 of one seed sees the same noise and bias realisations. The OE runs with the default configuration and with the
 overrides of ``--variant`` (default: ``actuator.enabled=false``); printed per row: mass error %, the CoM error
 components in the payload frame (mm), and the payload's rotational inertia about the payload-frame origin (diagonal,
-kg m^2, estimate / truth), which shows whether the estimate is a 'heavier' body::
+kg m^2, estimate / truth), which shows whether the estimate is a 'heavier' body, and the errors-in-variables check
+:func:`torque_noise_cost` at the estimate relative to the truth (< 1: the estimate makes the residuals less
+sensitive to the reported torque's noise)::
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/sensor_ablation.py --keep /tmp/sensor_bags [--seeds 7 1] [--rows ...]
 """
@@ -23,12 +25,14 @@ import tempfile
 from dataclasses import replace
 
 import numpy as np
+import pinocchio as pin
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import realism_suite as rs  # noqa: E402  (the suite's case definitions and OE runner)
 
 from mcoe_ros.multibody.inertia import pi_about_com  # noqa: E402
+from mcoe_ros.multibody.robot import RobotModel  # noqa: E402
 from mcoe_ros.sim.cli import build_parser, config_from_args  # noqa: E402
 from mcoe_ros.sim.recorder import record  # noqa: E402
 from mcoe_ros.sim.sensors import REALISTIC_NOISE  # noqa: E402
@@ -89,6 +93,38 @@ def inertia_about_origin(pi: np.ndarray) -> np.ndarray:
     return np.diag(ic + m * (c @ c * np.eye(3) - np.outer(c, c)))
 
 
+def torque_noise_cost(robot: RobotModel, q_joints: np.ndarray, pi_payload: np.ndarray, step: int = 10) -> float:
+    """Expected cost of white reported-torque noise (default config weights, 0.1 N m) along a four-foot stance:
+    sum over the samples ``q_joints`` (n, 12) (every ``step``-th, times ``step``) of tr(W A Σ_τ Aᵀ), with A = da/dτ of
+    the rigid-contact forward dynamics at the payload ``pi_payload`` (10,), for the velocity process residual
+    (dt A; W = process_velocity⁻² on the base, process_joint_velocity⁻² on the joints) plus the accelerometer
+    (IMU-frame linear acceleration rows of A; W = accelerometer⁻²). A least-squares OE that takes the torque as
+    exact is pulled towards parameters that lower it (errors in variables)."""
+    from mcoe_ros.estimation.config import NoiseConfig
+
+    noise, sigma, dt = NoiseConfig(), REALISTIC_NOISE.tau_std, 0.002
+    w_v = np.r_[np.full(6, noise.process_velocity**-2), np.full(robot.nj, noise.process_joint_velocity**-2)]
+    model = robot.model.copy()
+    model.inertias[robot.payload_joint] = robot.combined_inertia(pi_payload)
+    data = model.createData()
+    sel = np.vstack([np.zeros((6, robot.nj)), np.eye(robot.nj)])
+    total = 0.0
+    for qj in q_joints[::step]:
+        q = np.r_[0.0, 0.0, 0.3, 0.0, 0.0, 0.0, 1.0, qj]  # M and the projector do not depend on the base pose
+        mass = pin.crba(model, data, q)
+        mass = np.triu(mass) + np.triu(mass, 1).T
+        pin.computeJointJacobians(model, data, q)
+        pin.updateFramePlacements(model, data)
+        jac = np.vstack(
+            [pin.getFrameJacobian(model, data, f, pin.LOCAL_WORLD_ALIGNED)[:3] for f in robot.foot_frame_ids]
+        )
+        mi = np.linalg.inv(mass)
+        a_tau = (mi - mi @ jac.T @ np.linalg.solve(jac @ mi @ jac.T, jac @ mi)) @ sel
+        j_imu = pin.getFrameJacobian(model, data, robot.imu_frame_id, pin.LOCAL)[:3]
+        total += dt**2 * np.sum(w_v[:, None] * a_tau**2) + np.sum((j_imu @ a_tau) ** 2) / noise.accelerometer**2
+    return step * sigma**2 * total
+
+
 def evaluate(path: str, overrides: dict) -> dict:
     """OE on the bag: mass error %, CoM error (3,) mm, inertia about the origin (3,) estimate and truth."""
     series, _ = load_bag(path)
@@ -97,7 +133,9 @@ def evaluate(path: str, overrides: dict) -> dict:
     pi_est = rs.LAST_HISTORY[-1].payload_pi
     _, c_est, _ = pi_about_com(pi_est)
     _, c_true, _ = pi_about_com(pi_true)
+    robot = RobotModel()
     return {
+        "eiv": torque_noise_cost(robot, series.q, pi_est) / torque_noise_cost(robot, series.q, pi_true),
         "mass_pct": res.mass_pct,
         "dcom_mm": 1e3 * (c_est - c_true),
         "inertia": inertia_about_origin(pi_est),
@@ -110,6 +148,7 @@ def cell(r: dict) -> str:
     return (
         f"{r['mass_pct']:.2f} % | ({d[0]:+.0f}, {d[1]:+.0f}, {d[2]:+.0f}) = {np.linalg.norm(d):.0f} | "
         + "/".join(f"{v:.2f}" for v in r["inertia"])
+        + f" | {r['eiv']:.2f}"
     )
 
 
@@ -130,8 +169,8 @@ def main() -> int:
     variant = parse_overrides(args.variant or ["actuator.enabled=false"])
     vname = " ".join(args.variant or ["actuator.enabled=false"])
     head = (
-        "| seed | row | OE mass | OE CoM error x, y, z = norm, mm | OE I@origin kg m² | "
-        f"{vname}: mass | CoM error mm | I@origin |"
+        "| seed | row | OE mass | OE CoM error x, y, z = norm, mm | OE I@origin kg m² | OE E_τ est/true | "
+        f"{vname}: mass | CoM error mm | I@origin | E_τ est/true |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     with tempfile.TemporaryDirectory() as tmp:
