@@ -19,6 +19,7 @@ sensitive to the reported torque's noise)::
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 import tempfile
@@ -27,17 +28,21 @@ from dataclasses import replace
 import numpy as np
 import pinocchio as pin
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mcoe_ros.multibody.inertia import pi_about_com
+from mcoe_ros.multibody.robot import RobotModel
+from mcoe_ros.sim.cli import build_parser, config_from_args
+from mcoe_ros.sim.recorder import record
+from mcoe_ros.sim.sensors import REALISTIC_NOISE
+from mcoe_ros.testing.datasets import load_bag
+from mcoe_ros.testing.reporting import parse_overrides
 
-import realism_suite as rs  # noqa: E402  (the suite's case definitions and OE runner)
-
-from mcoe_ros.multibody.inertia import pi_about_com  # noqa: E402
-from mcoe_ros.multibody.robot import RobotModel  # noqa: E402
-from mcoe_ros.sim.cli import build_parser, config_from_args  # noqa: E402
-from mcoe_ros.sim.recorder import record  # noqa: E402
-from mcoe_ros.sim.sensors import REALISTIC_NOISE  # noqa: E402
-from mcoe_ros.testing.datasets import load_bag  # noqa: E402
-from mcoe_ros.testing.reporting import parse_overrides  # noqa: E402
+# the suite's case definitions and OE runner: the module robust_ablation.py loads by path (benchmarks is no package)
+_spec = importlib.util.spec_from_file_location(
+    "robust_ablation", os.path.join(os.path.dirname(os.path.abspath(__file__)), "robust_ablation.py")
+)
+_robust = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_robust)
+rs = _robust.rs
 
 CASE = rs.Case("squat-sway", "5kg-off", "sensors", 4.0)
 #: NoiseConfig fields ablated one at a time (foot_force_std is not used by the default estimator: no row)
