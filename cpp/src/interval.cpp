@@ -165,13 +165,10 @@ void IntervalData::reset(const IntervalModel& m) {
   dvdyn_dx = Mat::Zero(nv, ndx);
   dvdyn_dx.rightCols(nv).setIdentity();
   dvdyn_dpi = Mat::Zero(nv, npi);
-  dlam_dx = Mat::Zero(m.nc, ndx);
-  dlam_dpi = Mat::Zero(m.nc, npi);
   proj = Mat::Zero(nv, nv);
   y_imp = Mat::Zero(nv, 10);
   minv = Mat::Zero(nv, nv);
   a_v = Mat::Zero(nv, nv);
-  l_v = Mat::Zero(m.nc, nv);
   y_act = Mat::Zero(m.nj, m.n_act);
   reg = Mat::Zero(nv, 10);
   y_reg = Mat::Zero(nv, 10);
@@ -277,13 +274,11 @@ void IntervalModel::dynamicsDiff(IntervalData& d, const Vec& x) const {
   if (contacts) {
     PIN_CALL(pin::computeConstraintDynamicsDerivatives(d.model, pd, d.cmodels, d.cdatas, d.settings));
     d.da_dtau = pd.ddq_dtau;
-    d.l_v = pd.dlambda_dv;
   } else {
     d.da_dtau = pd.Minv;
   }
   d.a_v = pd.ddq_dv;
   d.da_dpi.setZero();
-  d.dlam_dpi.setZero();
   if (!payload_on_universe_) {
     if (kinematicsFromDynamics()) {
       PIN_CALL(bodyTorqueRegressor(d.model, pd, payload_joint_, d.y_reg));
@@ -293,7 +288,6 @@ void IntervalModel::dynamicsDiff(IntervalData& d, const Vec& x) const {
     }
     d.reg.noalias() = d.y_reg * A_;
     d.da_dpi.leftCols(10).noalias() = -d.da_dtau * d.reg;
-    if (contacts) d.dlam_dpi.leftCols(10).noalias() = -pd.dlambda_dtau * d.reg;
   }
   if (n_groups_) {
     const auto vj = d.vdyn.tail(nj);
@@ -306,27 +300,14 @@ void IntervalModel::dynamicsDiff(IntervalData& d, const Vec& x) const {
     d.y_act.middleCols(n_groups_, n_groups_) = th.matrix().asDiagonal() * groups_;
     d.y_act.rightCols(n_groups_) = d.a.tail(nj).asDiagonal() * groups_;
     d.da_dpi.middleCols(10, n_act).noalias() = -d.da_dtau.rightCols(nj) * d.y_act;
-    if (contacts) {
-      d.l_v.rightCols(nj) -= pd.dlambda_dtau.rightCols(nj) * dloss.asDiagonal();
-      d.dlam_dpi.middleCols(10, n_act).noalias() = -pd.dlambda_dtau.rightCols(nj) * d.y_act;
-    }
   }
   if (impulse) {
     d.da_dx.noalias() = d.a_v * d.dvdyn_dx;
     d.da_dx.leftCols(nv) += pd.ddq_dq;
     d.da_dpi.noalias() += d.a_v * d.dvdyn_dpi;
-    if (contacts) {
-      d.dlam_dx.noalias() = d.l_v * d.dvdyn_dx;
-      d.dlam_dx.leftCols(nv) += pd.dlambda_dq;
-      d.dlam_dpi.noalias() += d.l_v * d.dvdyn_dpi;
-    }
   } else {
     d.da_dx.leftCols(nv) = pd.ddq_dq;
     d.da_dx.rightCols(nv) = d.a_v;
-    if (contacts) {
-      d.dlam_dx.leftCols(nv) = pd.dlambda_dq;
-      d.dlam_dx.rightCols(nv) = d.l_v;
-    }
   }
   // v' = v+ + dt a ;  q' = q (+) dt v'
   auto dvn_dx = d.Fx.bottomRows(nv);

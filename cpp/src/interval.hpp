@@ -122,7 +122,7 @@ class IntervalData {
   ConstraintDatas cdatas, cdatas_imp;
   pinocchio::ProximalSettings settings, settings_imp;
   Vec tau, vdyn, a, lam, vnext, dq, zero_v, dv, pi_joint, p_act, pi;
-  Mat da_dx, da_dtau, da_dpi, dvdyn_dx, dvdyn_dpi, dlam_dx, dlam_dpi, proj, y_imp, minv, a_v, l_v, y_act, reg,
+  Mat da_dx, da_dtau, da_dpi, dvdyn_dx, dvdyn_dpi, proj, y_imp, minv, a_v, y_act, reg,
       y_reg;  // y_reg: the payload parent joint's regressor columns (nv, 10)
   // measurement scratch
   Mat dh_dx, dh_dpi, v_dq, v_dv, a_dq, a_dv, a_da, jac, jq, jv;
