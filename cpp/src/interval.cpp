@@ -85,7 +85,8 @@ void bodyTorqueRegressor(const PinModel& m, const PinData& kin, int j, Eigen::Re
   const Eigen::Matrix<double, 6, 10> world = kin.oMi[j].toDualActionMatrix() * pin::bodyRegressor(kin.v[j], a_gf);
   out.setZero();
   for (const pin::JointIndex i : m.supports[j])
-    if (i > 0) out.middleRows(m.idx_vs[i], m.nvs[i]).noalias() = kin.J.middleCols(m.idx_vs[i], m.nvs[i]).transpose() * world;
+    if (i > 0)
+      out.middleRows(m.idx_vs[i], m.nvs[i]).noalias() = kin.J.middleCols(m.idx_vs[i], m.nvs[i]).transpose() * world;
 }
 }  // namespace
 
