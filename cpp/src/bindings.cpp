@@ -225,6 +225,8 @@ PYBIND11_MODULE(_mcoe, m) {
            })
       .def("pinocchio_floor", &Solver::pinocchioFloor, py::call_guard<py::gil_scoped_release>(),
            "Seconds of the Pinocchio calls alone of one iteration (linearisation + one trial), one thread.")
+      .def_static("pinocchio_floor_sites", [] { return pinSiteTimes(); },
+                  "The last pinocchio_floor's seconds per call site ('file:line'), on this thread.")
       .def_property(
           "threads", [](const Solver& s) { return s.options.threads; },
           [](Solver& s, int n) { s.options.threads = n; })

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <chrono>
+#include <map>
+#include <string>
 
 #include <Eigen/Core>
 #include <Eigen/Dense>
@@ -25,21 +27,37 @@ inline double& pinTime() {
   static thread_local double t = 0.0;
   return t;
 }
+// the same per call site (the call's text) and per MCOE_TIMED section (its label, timed whether or not its statements
+// are Pinocchio calls, not counted in pinTime()): the floor's breakdown
+inline std::map<std::string, double>& pinSiteTimes() {
+  static thread_local std::map<std::string, double> t;
+  return t;
+}
 struct PinTimer {
   std::chrono::steady_clock::time_point t0;
-  bool on;
-  PinTimer() : on(pinTiming()) {
+  const char* site;
+  bool floor, on;
+  PinTimer(const char* s, bool f) : site(s), floor(f), on(pinTiming()) {
     if (on) t0 = std::chrono::steady_clock::now();
   }
   ~PinTimer() {
-    if (on) pinTime() += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!on) return;
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (floor) pinTime() += dt;
+    pinSiteTimes()[site] += dt;
   }
 };
 // a statement that is one Pinocchio call
-#define PIN_CALL(...) \
-  do {                 \
-    PinTimer _pt;      \
-    __VA_ARGS__;       \
+#define PIN_CALL(...)                    \
+  do {                                   \
+    PinTimer _pt(#__VA_ARGS__, true);    \
+    __VA_ARGS__;                         \
+  } while (0)
+// statements timed as one section named label (breakdown only)
+#define MCOE_TIMED(label, ...)    \
+  do {                            \
+    PinTimer _pt(label, false);   \
+    __VA_ARGS__;                  \
   } while (0)
 
 }  // namespace mcoe

@@ -69,7 +69,41 @@ void IntervalModel::addMeasurement(MeasurementSpec s) {
 
 namespace {
 bool equal(const Mat& a, const Mat& b) { return a.rows() == b.rows() && a.cols() == b.cols() && a == b; }
+
+// rotation of a frame (world <- frame) from its joint's placement in kin: the measurements use a few frames, where
+// updateFramePlacements costs as much as the kinematics pass (all of the robot's frames)
+Mat3 frameRotation(const PinModel& m, const PinData& kin, int frame_id) {
+  const pin::Frame& f = m.frames[frame_id];
+  return kin.oMi[f.parentJoint].rotation() * f.placement.rotation();
+}
+
+// the joint-torque regressor's columns of joint j's body (nv, 10) from kinematics at (q, v, a) (kin: v, a, oMi, J):
+// the body's force regressor Y(v_j, a_j - g_j) (gravity as an upward acceleration, as computeJointTorqueRegressor)
+// mapped to the supporting joints' torques, J_i^T (0X_j^* Y) in world axes, zero on the other joints
+void bodyTorqueRegressor(const PinModel& m, const PinData& kin, int j, Eigen::Ref<Mat> out) {
+  const pin::Motion a_gf = kin.a[j] - kin.oMi[j].actInv(m.gravity);
+  const Eigen::Matrix<double, 6, 10> world = kin.oMi[j].toDualActionMatrix() * pin::bodyRegressor(kin.v[j], a_gf);
+  out.setZero();
+  for (const pin::JointIndex i : m.supports[j])
+    if (i > 0)
+      out.middleRows(m.idx_vs[i], m.nvs[i]).noalias() = kin.J.middleCols(m.idx_vs[i], m.nvs[i]).transpose() * world;
+}
 }  // namespace
+
+void jointBlockProduct(const PinModel& m, const Mat& B, const Eigen::Ref<const Mat>& M, Eigen::Ref<Mat> out) {
+  for (int i = 1; i < m.njoints; ++i) {
+    const int o = m.idx_vs[i], n = m.nvs[i];
+    out.middleRows(o, n).noalias() = B.block(o, o, n, n) * M.middleRows(o, n);
+  }
+}
+
+void jointBlockInverse(const PinModel& m, const Mat& B, Mat& out) {
+  out.setZero(B.rows(), B.cols());
+  for (int i = 1; i < m.njoints; ++i) {
+    const int o = m.idx_vs[i], n = m.nvs[i];
+    out.block(o, o, n, n) = B.block(o, o, n, n).inverse();
+  }
+}
 
 bool IntervalModel::sameDynamics(const IntervalModel& o) const {
   if (this == &o) return true;
@@ -132,15 +166,13 @@ void IntervalData::reset(const IntervalModel& m) {
   dvdyn_dx = Mat::Zero(nv, ndx);
   dvdyn_dx.rightCols(nv).setIdentity();
   dvdyn_dpi = Mat::Zero(nv, npi);
-  dlam_dx = Mat::Zero(m.nc, ndx);
-  dlam_dpi = Mat::Zero(m.nc, npi);
   proj = Mat::Zero(nv, nv);
   y_imp = Mat::Zero(nv, 10);
   minv = Mat::Zero(nv, nv);
   a_v = Mat::Zero(nv, nv);
-  l_v = Mat::Zero(m.nc, nv);
   y_act = Mat::Zero(m.nj, m.n_act);
   reg = Mat::Zero(nv, 10);
+  y_reg = Mat::Zero(nv, 10);
   dh_dx = Mat::Zero(m.nj > 3 ? m.nj : 3, ndx);
   dh_dpi = Mat::Zero(3, npi);
   v_dq = Mat::Zero(6, nv);
@@ -243,18 +275,20 @@ void IntervalModel::dynamicsDiff(IntervalData& d, const Vec& x) const {
   if (contacts) {
     PIN_CALL(pin::computeConstraintDynamicsDerivatives(d.model, pd, d.cmodels, d.cdatas, d.settings));
     d.da_dtau = pd.ddq_dtau;
-    d.l_v = pd.dlambda_dv;
   } else {
     d.da_dtau = pd.Minv;
   }
   d.a_v = pd.ddq_dv;
   d.da_dpi.setZero();
-  d.dlam_dpi.setZero();
   if (!payload_on_universe_) {
-    PIN_CALL(pin::computeJointTorqueRegressor(d.model, d.aux, q, d.vdyn, d.a));
-    d.reg.noalias() = d.aux.jointTorqueRegressor.middleCols(reg_cols_, 10) * A_;
+    if (kinematicsFromDynamics()) {
+      PIN_CALL(bodyTorqueRegressor(d.model, pd, payload_joint_, d.y_reg));
+    } else {
+      PIN_CALL(pin::computeJointTorqueRegressor(d.model, d.aux, q, d.vdyn, d.a));
+      d.y_reg = d.aux.jointTorqueRegressor.middleCols(reg_cols_, 10);
+    }
+    d.reg.noalias() = d.y_reg * A_;
     d.da_dpi.leftCols(10).noalias() = -d.da_dtau * d.reg;
-    if (contacts) d.dlam_dpi.leftCols(10).noalias() = -pd.dlambda_dtau * d.reg;
   }
   if (n_groups_) {
     const auto vj = d.vdyn.tail(nj);
@@ -267,27 +301,14 @@ void IntervalModel::dynamicsDiff(IntervalData& d, const Vec& x) const {
     d.y_act.middleCols(n_groups_, n_groups_) = th.matrix().asDiagonal() * groups_;
     d.y_act.rightCols(n_groups_) = d.a.tail(nj).asDiagonal() * groups_;
     d.da_dpi.middleCols(10, n_act).noalias() = -d.da_dtau.rightCols(nj) * d.y_act;
-    if (contacts) {
-      d.l_v.rightCols(nj) -= pd.dlambda_dtau.rightCols(nj) * dloss.asDiagonal();
-      d.dlam_dpi.middleCols(10, n_act).noalias() = -pd.dlambda_dtau.rightCols(nj) * d.y_act;
-    }
   }
   if (impulse) {
     d.da_dx.noalias() = d.a_v * d.dvdyn_dx;
     d.da_dx.leftCols(nv) += pd.ddq_dq;
     d.da_dpi.noalias() += d.a_v * d.dvdyn_dpi;
-    if (contacts) {
-      d.dlam_dx.noalias() = d.l_v * d.dvdyn_dx;
-      d.dlam_dx.leftCols(nv) += pd.dlambda_dq;
-      d.dlam_dpi.noalias() += d.l_v * d.dvdyn_dpi;
-    }
   } else {
     d.da_dx.leftCols(nv) = pd.ddq_dq;
     d.da_dx.rightCols(nv) = d.a_v;
-    if (contacts) {
-      d.dlam_dx.leftCols(nv) = pd.dlambda_dq;
-      d.dlam_dx.rightCols(nv) = d.l_v;
-    }
   }
   // v' = v+ + dt a ;  q' = q (+) dt v'
   auto dvn_dx = d.Fx.bottomRows(nv);
@@ -297,19 +318,18 @@ void IntervalModel::dynamicsDiff(IntervalData& d, const Vec& x) const {
   PIN_CALL(pin::dIntegrate(d.model, q, d.dq, d.jq, pin::ARG0));
   PIN_CALL(pin::dIntegrate(d.model, q, d.dq, d.jv, pin::ARG1));
   d.jv *= dt;
-  d.Fx.topRows(nv).noalias() = d.jv * dvn_dx;
+  jointBlockProduct(d.model, d.jv, dvn_dx, d.Fx.topRows(nv));
   d.Fx.topLeftCorner(nv, nv) += d.jq;
-  d.Fp.topRows(nv).noalias() = d.jv * dvn_dpi;
+  jointBlockProduct(d.model, d.jv, dvn_dpi, d.Fp.topRows(nv));
 }
 
 void IntervalModel::kinematics(IntervalData& d, const Vec& x, bool diff) const {
-  if (!needs_kin_) return;
+  if (!needs_kin_ || (diff && kinematicsFromDynamics())) return;
   const auto q = x.head(nq);
   const auto v = x.tail(nv);
   auto fk = [&](PinData& data, const Eigen::Ref<const Vec>& vv, const Eigen::Ref<const Vec>& aa) {
     if (diff) PIN_CALL(pin::computeForwardKinematicsDerivatives(d.model, data, q, vv, aa));
     else PIN_CALL(pin::forwardKinematics(d.model, data, q, vv, aa));
-    PIN_CALL(pin::updateFramePlacements(d.model, data));
   };
   // d.aux is free here: dynamicsDiff copied M^-1 and the regressor out of it
   if (!impulse_frames_.empty()) {
@@ -325,7 +345,7 @@ void IntervalModel::kinematics(IntervalData& d, const Vec& x, bool diff) const {
 
 void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
   const bool impulse = !impulse_frames_.empty();
-  PinData& kin_x = d.aux;  // the knot's kinematics (see kinematics)
+  PinData& kin_x = diff && kinematicsFromDynamics() ? d.pdata : d.aux;  // the knot's kinematics (see kinematics)
   PinData& kin_acc = impulse ? d.kin_acc : kin_x;
   const Eigen::Vector3d g = d.model.gravity.linear();
   for (size_t i = 0; i < measurements.size(); ++i) {
@@ -370,7 +390,7 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
         Eigen::Quaterniond quat = s.quat_wxyz ? Eigen::Quaterniond(zq[0], zq[1], zq[2], zq[3])
                                               : Eigen::Quaterniond(zq[3], zq[0], zq[1], zq[2]);
         quat.normalize();
-        const Mat3 err = kin_x.oMf[s.frame_id].rotation().transpose() * quat.toRotationMatrix();
+        const Mat3 err = frameRotation(d.model, kin_x, s.frame_id).transpose() * quat.toRotationMatrix();
         const Vec3 e = pin::log3(err);
         r.noalias() = s.W * e;
         if (diff) {
@@ -384,7 +404,7 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
         break;
       }
       case MK::SpecificForce: {
-        const Mat3 rot = kin_acc.oMf[s.frame_id].rotation();
+        const Mat3 rot = frameRotation(d.model, kin_acc, s.frame_id);
         if (!diff) {
           h = pin::getFrameClassicalAcceleration(d.model, kin_acc, s.frame_id, pin::LOCAL).linear() -
               rot.transpose() * g;
@@ -439,16 +459,18 @@ void IntervalModel::calc(IntervalData& d, const Vec& x, const Vec& pi) const {
 
 void IntervalModel::calcDiff(IntervalData& d, const Vec& x, const Vec& pi) const {
   forward(d, x, pi, true);
-  dynamicsDiff(d, x);
-  kinematics(d, x, true);
-  measure(d, x, true);
+  derivatives(d, x);
 }
 
 void IntervalModel::calcDiffAfterCalc(IntervalData& d, const Vec& x, const Vec& pi) const {
   if (contact_frames_.empty()) forward(d, x, pi, true);  // without contacts calcDiff's forward differs (ABA derivatives)
-  dynamicsDiff(d, x);
-  kinematics(d, x, true);
-  measure(d, x, true);
+  derivatives(d, x);
+}
+
+void IntervalModel::derivatives(IntervalData& d, const Vec& x) const {
+  MCOE_TIMED("IntervalModel::dynamicsDiff", dynamicsDiff(d, x));
+  MCOE_TIMED("IntervalModel::kinematics", kinematics(d, x, true));
+  MCOE_TIMED("IntervalModel::measure", measure(d, x, true));
 }
 
 void IntervalModel::velocityNoiseCovariance(const IntervalData& d, const Vec& torque_std, double floor_std,

@@ -33,6 +33,12 @@ struct MeasurementSpec {
 
 class IntervalData;
 
+// Products with a matrix B (nv, nv) that is block-diagonal by joint (the tangent maps of a configuration: dIntegrate,
+// dDifference): out = B M and B^-1 from the joints' diagonal blocks only (a free-flyer's 6x6, a revolute joint's 1x1),
+// ~10x fewer flops than the dense products on a legged robot
+void jointBlockProduct(const PinModel& m, const Mat& B, const Eigen::Ref<const Mat>& M, Eigen::Ref<Mat> out);
+void jointBlockInverse(const PinModel& m, const Mat& B, Mat& out);
+
 class IntervalModel {
  public:
   // model: the robot (nominal payload body, nominal armature); contact/impulse: foot frame ids
@@ -62,11 +68,17 @@ class IntervalModel {
  private:
   friend class IntervalData;
   void forward(IntervalData& d, const Vec& x, const Vec& pi, bool diff) const;
+  // the Jacobians of calcDiff once the forward dynamics are evaluated (dynamicsDiff, kinematics, measure)
+  void derivatives(IntervalData& d, const Vec& x) const;
   void dynamicsDiff(IntervalData& d, const Vec& x) const;
   void kinematics(IntervalData& d, const Vec& x, bool diff) const;
   void measure(IntervalData& d, const Vec& x, bool diff) const;
   void setParameters(IntervalData& d, const Vec& pi) const;
   ConstraintModels constraintModels(const PinModel& m, const std::vector<int>& frames) const;
+  // stance knot without impulse: computeConstraintDynamicsDerivatives leaves in pdata what
+  // computeForwardKinematicsDerivatives(q, v, a) would (oMi, liMi, v, a, ov, oa, J, dJ at this very (q, v, a)), so
+  // the linearisation takes the payload regressor and the measurements' kinematics from it (no second pass)
+  bool kinematicsFromDynamics() const { return impulse_frames_.empty() && !contact_frames_.empty(); }
 
   std::vector<int> contact_frames_, impulse_frames_;
   double mu_, accuracy_;
@@ -100,8 +112,9 @@ class IntervalData {
   // dynamics: the robot with this data's parameters (armature, payload inertia), set by every calc / calcDiff (the
   // pi-dependent inertias make it per data; it is ~10x smaller than one pinocchio::Data)
   PinModel model;
-  // pdata: the forward dynamics (kept between calc and calcDiffAfterCalc); aux: scratch within one call, first for
-  // M^-1 and the regressor (copied out), then the knot's kinematics for the measurements; pdata_imp: the impulse
+  // pdata: the forward dynamics (kept between calc and calcDiffAfterCalc; after calcDiff of a stance knot without
+  // impulse also the knot's kinematics); aux: scratch within one call, first for M^-1 and the regressor (copied out),
+  // then the knot's kinematics for the measurements (the others); pdata_imp: the impulse
   // (only with impulse frames); kin_acc: kinematics after the impulse (only with impulse frames and a specific force,
   // allocated on first use)
   PinData pdata, aux, pdata_imp, kin_acc;
@@ -109,7 +122,8 @@ class IntervalData {
   ConstraintDatas cdatas, cdatas_imp;
   pinocchio::ProximalSettings settings, settings_imp;
   Vec tau, vdyn, a, lam, vnext, dq, zero_v, dv, pi_joint, p_act, pi;
-  Mat da_dx, da_dtau, da_dpi, dvdyn_dx, dvdyn_dpi, dlam_dx, dlam_dpi, proj, y_imp, minv, a_v, l_v, y_act, reg;
+  Mat da_dx, da_dtau, da_dpi, dvdyn_dx, dvdyn_dpi, proj, y_imp, minv, a_v, y_act, reg,
+      y_reg;  // y_reg: the payload parent joint's regressor columns (nv, 10)
   // measurement scratch
   Mat dh_dx, dh_dpi, v_dq, v_dv, a_dq, a_dv, a_da, jac, jq, jv;
   Vec h;

@@ -362,7 +362,7 @@ void Solver::linearizeKnot(int k) {
   else kn.model->calcDiff(d, xs[k], pi);
   kn.forward_ready = false;
   kn.Rth.noalias() = d.Rp * dpi;
-  measurementGram(kn, d);
+  MCOE_TIMED("measurementGram", measurementGram(kn, d));
   kn.cost = 0.5 * d.r.squaredNorm();
   kn.linearized = true;
   if (kn.terminal) return;
@@ -374,12 +374,15 @@ void Solver::linearizeKnot(int k) {
   difference(xs[k + 1], kn.y, kn.gap);
   PIN_CALL(pin::dDifference(state_model_->model, xs[k + 1].head(nq_), kn.y.head(nq_), kn.jd0, pin::ARG0));
   PIN_CALL(pin::dDifference(state_model_->model, xs[k + 1].head(nq_), kn.y.head(nq_), kn.jd1, pin::ARG1));
-  kn.emat.noalias() = -kn.jd0.inverse();
-  kn.g.noalias() = kn.emat * kn.jd1;  // times dIntegrate(f, G w)_q = 1 (the noise has no q part)
+  // dDifference's Jacobians are block-diagonal by joint, and so are emat and g
+  const PinModel& pm = state_model_->model;
+  jointBlockInverse(pm, kn.jd0, kn.emat);
+  kn.emat = -kn.emat;
+  jointBlockProduct(pm, kn.emat, kn.jd1, kn.g);  // times dIntegrate(f, G w)_q = 1 (the noise has no q part)
   kn.A.bottomRows(nv_) = d.Fx.bottomRows(nv_);
-  kn.A.topRows(nv_).noalias() = kn.g * d.Fx.topRows(nv_);
+  jointBlockProduct(pm, kn.g, d.Fx.topRows(nv_), kn.A.topRows(nv_));
   kn.C.bottomRows(nv_) = kn.Fth.bottomRows(nv_);
-  kn.C.topRows(nv_).noalias() = kn.g * kn.Fth.topRows(nv_);
+  jointBlockProduct(pm, kn.g, kn.Fth.topRows(nv_), kn.C.topRows(nv_));
   kn.fbar.tail(nv_) = kn.gap.tail(nv_);
   kn.fbar.head(nv_).noalias() = kn.emat * kn.gap.head(nv_);
 }
@@ -824,6 +827,7 @@ double Solver::pinocchioFloor() {
   for (Knot& kn : knots_) kn.forward_ready = false;  // time the full linearisation
   pinTiming() = true;
   pinTime() = 0.0;
+  pinSiteTimes().clear();
   try {
     calcDiff();
     double gap = 0.0;
