@@ -57,8 +57,11 @@ def breakdown(n: int, repeats: int) -> tuple[dict, dict]:
             out = min(out, time.perf_counter() - t0)
         return 1e6 * out / knots
 
-    totals = {"floor": 1e6 * best / knots, "calc_diff wall": wall(cpp.calc_diff),
-              "try_step wall": wall(lambda: cpp.try_step(1.0))}
+    totals = {
+        "floor": 1e6 * best / knots,
+        "calc_diff wall": wall(cpp.calc_diff),
+        "try_step wall": wall(lambda: cpp.try_step(1.0)),
+    }
     return per_site, totals
 
 
