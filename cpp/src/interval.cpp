@@ -339,13 +339,21 @@ void IntervalModel::kinematics(IntervalData& d, const Vec& x, bool diff) const {
       fk(d.kin_acc, d.vdyn, d.a);
     }
   } else {
-    fk(d.aux, v, d.a);
+    fk(kinematicsData(d), v, d.a);
   }
+}
+
+PinData& IntervalModel::kinematicsData(IntervalData& d) const {
+  // calc at a stance knot without impulse: forwardKinematics(q, v, a) into pdata rewrites oMi and liMi bit for bit
+  // (same joint placements, same q) and writes v_i, a_i, which computeConstraintDynamicsDerivatives (the only later
+  // reader of pdata, via calcDiffAfterCalc) overwrites before reading; it reads ov, oa only from constraintDynamics,
+  // which forwardKinematics leaves. The trial then touches one pinocchio::Data instead of two (smaller working set).
+  return kinematicsFromDynamics() ? d.pdata : d.aux;
 }
 
 void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
   const bool impulse = !impulse_frames_.empty();
-  PinData& kin_x = diff && kinematicsFromDynamics() ? d.pdata : d.aux;  // the knot's kinematics (see kinematics)
+  PinData& kin_x = kinematicsData(d);  // the knot's kinematics (see kinematics)
   PinData& kin_acc = impulse ? d.kin_acc : kin_x;
   const Eigen::Vector3d g = d.model.gravity.linear();
   for (size_t i = 0; i < measurements.size(); ++i) {
