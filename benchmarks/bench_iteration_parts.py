@@ -79,6 +79,8 @@ def main() -> None:
         print(f"| {name} | {1e3 * a:.2f} | {1e3 * b:.2f} | {1e3 * (a - b):.2f} |")
     print(f"| **iteration** | **{1e3 * inside[-1]:.2f}** | {1e3 * sum(alone):.2f} (sum) | "
           f"{1e3 * (inside[-1] - sum(alone)):.2f} |")
+    if not hasattr(type(cpp), "section_timing"):  # an extension built before the section timers
+        return
     _, sections = _best_sequence(parts, args.repeats, cls=type(cpp))
     print("\nC++ sections inside the iteration (min per section; parts include their sub-sections)\n")
     print("| section | ms |")
