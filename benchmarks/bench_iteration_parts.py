@@ -19,23 +19,7 @@ import subprocess
 import time
 
 import numpy as np
-
-from mcoe_ros.multibody import compiled
-from mcoe_ros.ocp.solver import SolverOptions
-from mcoe_ros.testing.go1 import go1_velocity_window, perturbed
-
-
-def _solver(n: int):
-    """bench_compiled's compiled solver at its N-knot window and perturbed guess (1 thread)."""
-    prob, xs_true, pi_true = go1_velocity_window(n, seed=1)
-    rng = np.random.default_rng(2)
-    xs = [prob.state.integrate(x, 1e-3 * rng.standard_normal(prob.ndx)) for x in xs_true]
-    ws = [1e-3 * rng.standard_normal(prob.nw) for _ in range(n)]
-    cs = compiled.CompiledSolver(prob, SolverOptions())
-    cs.set_guess(xs, ws, prob.param.theta(perturbed(pi_true, 1.3)))
-    cpp = cs._cpp
-    cpp.threads = 1
-    return cpp
+from bench_linearisation_calls import window_solver  # benchmarks/ is the script's directory
 
 
 def _best_sequence(parts: list, repeats: int, cls=None) -> tuple[list, dict]:
@@ -67,7 +51,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=100)
     args = ap.parse_args()
     print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
-    cpp = _solver(args.n)
+    cpp = window_solver(args.n)
     parts = [cpp.calc_diff, lambda: cpp.compute_direction(1e-9), lambda: cpp.try_step(1.0)]
     names = ["linearisation", "direction", "trial"]
     inside, _ = _best_sequence(parts, args.repeats)
@@ -75,10 +59,12 @@ def main() -> None:
     print(f"\nN = {args.n}, 1 thread, ms (min over {args.repeats})\n")
     print("| part | inside the iteration | alone (warm) | excess |")
     print("|---|---|---|---|")
-    for name, a, b in zip(names, inside, alone):
+    for name, a, b in zip(names, inside, alone, strict=False):
         print(f"| {name} | {1e3 * a:.2f} | {1e3 * b:.2f} | {1e3 * (a - b):.2f} |")
-    print(f"| **iteration** | **{1e3 * inside[-1]:.2f}** | {1e3 * sum(alone):.2f} (sum) | "
-          f"{1e3 * (inside[-1] - sum(alone)):.2f} |")
+    print(
+        f"| **iteration** | **{1e3 * inside[-1]:.2f}** | {1e3 * sum(alone):.2f} (sum) | "
+        f"{1e3 * (inside[-1] - sum(alone)):.2f} |"
+    )
     if not hasattr(type(cpp), "section_timing"):  # an extension built before the section timers
         return
     _, sections = _best_sequence(parts, args.repeats, cls=type(cpp))
@@ -93,8 +79,10 @@ def main() -> None:
     lin = np.array([cpp.knot_data(k).prox_iterations for k in range(cpp.N + 1)])
     trial = np.array([cpp.knot_trial(k).prox_iterations for k in range(cpp.N + 1)])
     stance = lin > 0
-    print(f"\nproximal iterations per stance knot ({int(stance.sum())} of {cpp.N + 1} knots): linearisation mean "
-          f"{lin[stance].mean():.2f} max {lin.max()}, trial mean {trial[stance].mean():.2f} max {trial.max()}")
+    print(
+        f"\nproximal iterations per stance knot ({int(stance.sum())} of {cpp.N + 1} knots): linearisation mean "
+        f"{lin[stance].mean():.2f} max {lin.max()}, trial mean {trial[stance].mean():.2f} max {trial.max()}"
+    )
 
 
 if __name__ == "__main__":
