@@ -60,6 +60,7 @@ void IntervalModel::addMeasurement(MeasurementSpec s) {
   }
   if (s.W.rows() != s.nr || s.W.cols() != s.nr) throw std::invalid_argument("measurement W has the wrong size");
   if (s.bias_start >= 0 && s.bias_start + 3 > npi) throw std::invalid_argument("measurement bias outside pi");
+  s.WtW.noalias() = s.W.transpose() * s.W;
   z_offsets.push_back(nz);
   r_offsets.push_back(nr);
   nz += s.nz;
@@ -91,12 +92,12 @@ void bodyTorqueRegressor(const PinModel& m, const PinData& kin, int j, Eigen::Re
 }  // namespace
 
 // a 1-DoF joint's block is a scalar: its row is scaled (the same products as the 1x1 matrix product, without a
-// dynamic-size product's set-up per joint); larger blocks (the free flyer) use the matrix product
+// dynamic-size product's set-up per joint); larger blocks (the free flyer's 6x6) coefficient-wise (no GEMM set-up)
 void jointBlockProduct(const PinModel& m, const Mat& B, const Eigen::Ref<const Mat>& M, Eigen::Ref<Mat> out) {
   for (int i = 1; i < m.njoints; ++i) {
     const int o = m.idx_vs[i], n = m.nvs[i];
     if (n == 1) out.row(o) = B(o, o) * M.row(o);
-    else out.middleRows(o, n).noalias() = B.block(o, o, n, n) * M.middleRows(o, n);
+    else out.middleRows(o, n) = B.block(o, o, n, n).lazyProduct(M.middleRows(o, n));
   }
 }
 

@@ -26,6 +26,7 @@ struct MeasurementSpec {
   Kind kind;
   int frame_id = -1;
   Mat W;               // square-root information (nr, nr)
+  Mat WtW;             // W^T W (nr, nr): the joint encoders' Gauss-Newton block, set by IntervalModel::addMeasurement
   int bias_start = -1; // start of a 3-entry additive bias in pi (gyro, accelerometer), -1 = none
   bool quat_wxyz = true;
   int nz = 0, nr = 0;

@@ -179,7 +179,7 @@ void measurementGram(Knot& kn, const IntervalData& d) {
     const int ro = m.r_offsets[i], n = s.nr;
     if (s.kind == MK::JointPosition || s.kind == MK::JointVelocity) {
       const int c = s.kind == MK::JointPosition ? m.nv - m.nj : ndx - m.nj;
-      kn.Hr.block(c, c, n, n).noalias() += s.W.transpose() * s.W;
+      kn.Hr.block(c, c, n, n) += s.WtW;
       kn.gr.segment(c, n).noalias() -= s.W.transpose() * d.r.segment(ro, n);
       continue;
     }
