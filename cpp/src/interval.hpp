@@ -117,8 +117,8 @@ class IntervalData {
   // pi-dependent inertias make it per data; it is ~10x smaller than one pinocchio::Data)
   PinModel model;
   // pdata: the forward dynamics (kept between calc and calcDiffAfterCalc; at a stance knot without impulse also the
-  // knot's kinematics, after calc and after calcDiff); aux: scratch within one call, first for M^-1 and the regressor (copied out),
-  // then the knot's kinematics for the measurements (the others); pdata_imp: the impulse
+  // knot's kinematics, after calc and after calcDiff); aux: scratch within one call, first for M^-1 and the regressor
+  // (copied out), then the knot's kinematics for the measurements (the others); pdata_imp: the impulse
   // (only with impulse frames); kin_acc: kinematics after the impulse (only with impulse frames and a specific force,
   // allocated on first use)
   PinData pdata, aux, pdata_imp, kin_acc;
