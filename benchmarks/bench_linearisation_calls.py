@@ -30,7 +30,8 @@ def _label(site: str) -> str:
     return m.group(1) + (" ARG1" if "ARG1" in site else " ARG0" if "ARG0" in site else "")
 
 
-def breakdown(n: int, repeats: int) -> tuple[dict, dict]:
+def window_solver(n: int):
+    """bench_compiled.py's compiled solver (mcoe_ros._mcoe.Solver): its N-knot window and perturbed guess, 1 thread."""
     prob, xs_true, pi_true = go1_velocity_window(n, seed=1)
     rng = np.random.default_rng(2)
     xs = [prob.state.integrate(x, 1e-3 * rng.standard_normal(prob.ndx)) for x in xs_true]
@@ -39,6 +40,11 @@ def breakdown(n: int, repeats: int) -> tuple[dict, dict]:
     cs.set_guess(xs, ws, prob.param.theta(perturbed(pi_true, 1.3)))
     cpp = cs._cpp
     cpp.threads = 1
+    return cpp
+
+
+def breakdown(n: int, repeats: int) -> tuple[dict, dict]:
+    cpp = window_solver(n)
     best, sites = np.inf, {}
     for _ in range(repeats):
         floor = cpp.pinocchio_floor()

@@ -128,6 +128,9 @@ PYBIND11_MODULE(_mcoe, m) {
       .def_readonly("a", &IntervalData::a)
       .def_readonly("lam", &IntervalData::lam)
       .def_readonly("da_dtau", &IntervalData::da_dtau)
+      .def_property_readonly(
+          "prox_iterations", [](const IntervalData& d) { return d.settings.iter; },
+          "Proximal iterations of the last constraintDynamics (contact forces; 0 without contacts).")
       .def_property_readonly("pinocchio_datas", &IntervalData::pinocchioDatas,
                              "number of allocated pinocchio::Data this data holds")
       .def("reset", &IntervalData::reset, py::arg("model"),
@@ -225,8 +228,18 @@ PYBIND11_MODULE(_mcoe, m) {
            })
       .def("pinocchio_floor", &Solver::pinocchioFloor, py::call_guard<py::gil_scoped_release>(),
            "Seconds of the Pinocchio calls alone of one iteration (linearisation + one trial), one thread.")
-      .def_static("pinocchio_floor_sites", [] { return pinSiteTimes(); },
-                  "The last pinocchio_floor's seconds per call site ('file:line'), on this thread.")
+      .def_static("pinocchio_floor_sites", [] { return pinSiteTimesByName(); },
+                  "Seconds per Pinocchio call site (its call text) and per timed section (MCOE_TIMED / PinTimer label) "
+                  "of the last pinocchio_floor, or accumulated since section_timing(True), on this thread.")
+      .def_static(
+          "section_timing",
+          [](bool on) {
+            if (on) pinSiteTimes().clear();
+            sectionTiming() = on;
+          },
+          py::arg("on"),
+          "Time the solver's sections (not the single Pinocchio calls) of the following calls on this thread (threads "
+          "= 1; on: reset and start, off: stop); read with pinocchio_floor_sites().")
       .def_property(
           "threads", [](const Solver& s) { return s.options.threads; },
           [](Solver& s, int n) { s.options.threads = n; })
@@ -289,6 +302,8 @@ PYBIND11_MODULE(_mcoe, m) {
       .def_readonly("dw", &Solver::dw)
       .def("knot_data", [](Solver& s, int k) -> IntervalData& { return *s.knot(k).data; },
            py::return_value_policy::reference_internal)
+      .def("knot_trial", [](Solver& s, int k) -> IntervalData& { return *s.knot(k).trial; },
+           py::return_value_policy::reference_internal, "Knot k's line-search trial data (the last try_step's calc).")
       .def("knot_W", [](const Solver& s, int k) { return s.knot(k).W; })
       .def("knot_noise_info", [](const Solver& s, int k) { return s.knot(k).w0; },
            "Constant diagonal velocity-noise information (nv,) of interval k (W without the torque-noise model).")

@@ -27,17 +27,29 @@ inline double& pinTime() {
   static thread_local double t = 0.0;
   return t;
 }
+// when enabled on the calling thread (and pinTiming() is not), only the sections (MCOE_TIMED, PinTimer with
+// floor = false) are timed, not the Pinocchio calls: the solver's parts inside an iteration at a small overhead
+inline bool& sectionTiming() {
+  static thread_local bool on = false;
+  return on;
+}
 // the same per call site (the call's text) and per MCOE_TIMED section (its label, timed whether or not its statements
-// are Pinocchio calls, not counted in pinTime()): the floor's breakdown
-inline std::map<std::string, double>& pinSiteTimes() {
-  static thread_local std::map<std::string, double> t;
+// are Pinocchio calls, not counted in pinTime()): the floor's breakdown. Keyed by the site's string literal (one per
+// site: no string built per call); pinSiteTimesByName() merges them by text
+inline std::map<const char*, double>& pinSiteTimes() {
+  static thread_local std::map<const char*, double> t;
   return t;
+}
+inline std::map<std::string, double> pinSiteTimesByName() {
+  std::map<std::string, double> out;
+  for (const auto& [site, t] : pinSiteTimes()) out[site] += t;
+  return out;
 }
 struct PinTimer {
   std::chrono::steady_clock::time_point t0;
   const char* site;
   bool floor, on;
-  PinTimer(const char* s, bool f) : site(s), floor(f), on(pinTiming()) {
+  PinTimer(const char* s, bool f) : site(s), floor(f), on(pinTiming() || (!f && sectionTiming())) {
     if (on) t0 = std::chrono::steady_clock::now();
   }
   ~PinTimer() {

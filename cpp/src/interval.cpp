@@ -60,6 +60,7 @@ void IntervalModel::addMeasurement(MeasurementSpec s) {
   }
   if (s.W.rows() != s.nr || s.W.cols() != s.nr) throw std::invalid_argument("measurement W has the wrong size");
   if (s.bias_start >= 0 && s.bias_start + 3 > npi) throw std::invalid_argument("measurement bias outside pi");
+  s.WtW.noalias() = s.W.transpose() * s.W;
   z_offsets.push_back(nz);
   r_offsets.push_back(nr);
   nz += s.nz;
@@ -90,18 +91,29 @@ void bodyTorqueRegressor(const PinModel& m, const PinData& kin, int j, Eigen::Re
 }
 }  // namespace
 
+// a 1-DoF joint's block is a scalar: its row is scaled (the same products as the 1x1 matrix product, without a
+// dynamic-size product's set-up per joint); larger blocks (the free flyer's 6x6) coefficient-wise (no GEMM set-up)
 void jointBlockProduct(const PinModel& m, const Mat& B, const Eigen::Ref<const Mat>& M, Eigen::Ref<Mat> out) {
   for (int i = 1; i < m.njoints; ++i) {
     const int o = m.idx_vs[i], n = m.nvs[i];
-    out.middleRows(o, n).noalias() = B.block(o, o, n, n) * M.middleRows(o, n);
+    if (n == 1) out.row(o) = B(o, o) * M.row(o);
+    else out.middleRows(o, n) = B.block(o, o, n, n).lazyProduct(M.middleRows(o, n));
   }
 }
 
+// a 1-DoF joint's block inverts as a scalar, a free flyer's 6x6 block as a fixed-size matrix (no allocation)
 void jointBlockInverse(const PinModel& m, const Mat& B, Mat& out) {
   out.setZero(B.rows(), B.cols());
   for (int i = 1; i < m.njoints; ++i) {
     const int o = m.idx_vs[i], n = m.nvs[i];
-    out.block(o, o, n, n) = B.block(o, o, n, n).inverse();
+    if (n == 1) {
+      out(o, o) = 1.0 / B(o, o);
+    } else if (n == 6) {
+      const Eigen::Matrix<double, 6, 6> b = B.block<6, 6>(o, o);
+      out.block<6, 6>(o, o) = b.inverse();
+    } else {
+      out.block(o, o, n, n) = B.block(o, o, n, n).inverse();
+    }
   }
 }
 
@@ -339,13 +351,21 @@ void IntervalModel::kinematics(IntervalData& d, const Vec& x, bool diff) const {
       fk(d.kin_acc, d.vdyn, d.a);
     }
   } else {
-    fk(d.aux, v, d.a);
+    fk(kinematicsData(d), v, d.a);
   }
+}
+
+PinData& IntervalModel::kinematicsData(IntervalData& d) const {
+  // calc at a stance knot without impulse: forwardKinematics(q, v, a) into pdata rewrites oMi and liMi bit for bit
+  // (same joint placements, same q) and writes v_i, a_i, which computeConstraintDynamicsDerivatives (the only later
+  // reader of pdata, via calcDiffAfterCalc) overwrites before reading; it reads ov, oa only from constraintDynamics,
+  // which forwardKinematics leaves. The trial then touches one pinocchio::Data instead of two (smaller working set).
+  return kinematicsFromDynamics() ? d.pdata : d.aux;
 }
 
 void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
   const bool impulse = !impulse_frames_.empty();
-  PinData& kin_x = diff && kinematicsFromDynamics() ? d.pdata : d.aux;  // the knot's kinematics (see kinematics)
+  PinData& kin_x = kinematicsData(d);  // the knot's kinematics (see kinematics)
   PinData& kin_acc = impulse ? d.kin_acc : kin_x;
   const Eigen::Vector3d g = d.model.gravity.linear();
   for (size_t i = 0; i < measurements.size(); ++i) {
@@ -379,8 +399,9 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
           d.v_dv.setZero();
           PIN_CALL(pin::getFrameVelocityDerivatives(d.model, kin_x, s.frame_id, pin::LOCAL, d.v_dq, d.v_dv));
           const int row = angular ? 3 : 0;
-          Rx.leftCols(nv).noalias() = -s.W * d.v_dq.middleRows(row, 3);
-          Rx.rightCols(nv).noalias() = -s.W * d.v_dv.middleRows(row, 3);
+          // 3-row products: coefficient-wise (a dynamic-size GEMM's set-up costs more than the product)
+          Rx.leftCols(nv) = -s.W.lazyProduct(d.v_dq.middleRows(row, 3));
+          Rx.rightCols(nv) = -s.W.lazyProduct(d.v_dv.middleRows(row, 3));
           if (s.bias_start >= 0) { Rp.setZero(); Rp.middleCols(s.bias_start, 3) = -s.W; }
         }
         break;
@@ -443,8 +464,8 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
           dhp.middleCols(s.bias_start, 3).setIdentity();
         }
         r.noalias() = s.W * (d.z.segment(zo, n) - h);
-        Rx.noalias() = -s.W * dh;
-        Rp.noalias() = -s.W * dhp;
+        Rx = -s.W.lazyProduct(dh);
+        Rp = -s.W.lazyProduct(dhp);
         break;
       }
     }

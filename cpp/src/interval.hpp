@@ -26,6 +26,7 @@ struct MeasurementSpec {
   Kind kind;
   int frame_id = -1;
   Mat W;               // square-root information (nr, nr)
+  Mat WtW;             // W^T W (nr, nr): the joint encoders' Gauss-Newton block, set by IntervalModel::addMeasurement
   int bias_start = -1; // start of a 3-entry additive bias in pi (gyro, accelerometer), -1 = none
   bool quat_wxyz = true;
   int nz = 0, nr = 0;
@@ -79,6 +80,9 @@ class IntervalModel {
   // computeForwardKinematicsDerivatives(q, v, a) would (oMi, liMi, v, a, ov, oa, J, dJ at this very (q, v, a)), so
   // the linearisation takes the payload regressor and the measurements' kinematics from it (no second pass)
   bool kinematicsFromDynamics() const { return impulse_frames_.empty() && !contact_frames_.empty(); }
+  // the data holding the knot's kinematics for the measurements: at such a stance knot pdata (calcDiff: from the
+  // derivatives; calc: forwardKinematics into pdata after constraintDynamics), elsewhere aux
+  PinData& kinematicsData(IntervalData& d) const;
 
   std::vector<int> contact_frames_, impulse_frames_;
   double mu_, accuracy_;
@@ -112,9 +116,9 @@ class IntervalData {
   // dynamics: the robot with this data's parameters (armature, payload inertia), set by every calc / calcDiff (the
   // pi-dependent inertias make it per data; it is ~10x smaller than one pinocchio::Data)
   PinModel model;
-  // pdata: the forward dynamics (kept between calc and calcDiffAfterCalc; after calcDiff of a stance knot without
-  // impulse also the knot's kinematics); aux: scratch within one call, first for M^-1 and the regressor (copied out),
-  // then the knot's kinematics for the measurements (the others); pdata_imp: the impulse
+  // pdata: the forward dynamics (kept between calc and calcDiffAfterCalc; at a stance knot without impulse also the
+  // knot's kinematics, after calc and after calcDiff); aux: scratch within one call, first for M^-1 and the regressor
+  // (copied out), then the knot's kinematics for the measurements (the others); pdata_imp: the impulse
   // (only with impulse frames); kin_acc: kinematics after the impulse (only with impulse frames and a specific force,
   // allocated on first use)
   PinData pdata, aux, pdata_imp, kin_acc;

@@ -179,7 +179,7 @@ void measurementGram(Knot& kn, const IntervalData& d) {
     const int ro = m.r_offsets[i], n = s.nr;
     if (s.kind == MK::JointPosition || s.kind == MK::JointVelocity) {
       const int c = s.kind == MK::JointPosition ? m.nv - m.nj : ndx - m.nj;
-      kn.Hr.block(c, c, n, n).noalias() += s.W.transpose() * s.W;
+      kn.Hr.block(c, c, n, n) += s.WtW;
       kn.gr.segment(c, n).noalias() -= s.W.transpose() * d.r.segment(ro, n);
       continue;
     }
@@ -358,14 +358,17 @@ double Solver::priorLinearize(const Vec& x0, const Vec& th, Vec& grad, Mat& hess
 void Solver::linearizeKnot(int k) {
   Knot& kn = knots_[k];
   IntervalData& d = *kn.data;
-  if (kn.forward_ready) kn.model->calcDiffAfterCalc(d, xs[k], pi);
-  else kn.model->calcDiff(d, xs[k], pi);
+  if (kn.forward_ready)
+    MCOE_TIMED("linearise: IntervalModel::calcDiffAfterCalc", kn.model->calcDiffAfterCalc(d, xs[k], pi));
+  else
+    MCOE_TIMED("linearise: IntervalModel::calcDiff", kn.model->calcDiff(d, xs[k], pi));
   kn.forward_ready = false;
   kn.Rth.noalias() = d.Rp * dpi;
   MCOE_TIMED("measurementGram", measurementGram(kn, d));
   kn.cost = 0.5 * d.r.squaredNorm();
   kn.linearized = true;
   if (kn.terminal) return;
+  PinTimer maps_timer("linearise: gap + transition maps", false);
   kn.Fth.noalias() = d.Fp * dpi;
   const Vec& w = ws[k];
   kn.cost += 0.5 * w.dot(kn.W * w);
@@ -388,10 +391,12 @@ void Solver::linearizeKnot(int k) {
 }
 
 double Solver::calcDiff(bool reuse) {
+  PinTimer total_timer("linearise (calcDiff)", false);
   param_.pi(theta, pi);
   param_.jacobian(theta, dpi);
   marg_valid_ = false;
-  double cost = priorCost(xs[0], theta);
+  double cost = 0.0;
+  MCOE_TIMED("linearise: prior cost", cost = priorCost(xs[0], theta));
   const int n = N() + 1;
   std::vector<std::string> errors(n);
   // knots handed out one at a time: a thread that lost its core (a shared machine) does not hold back a fixed share;
@@ -504,8 +509,10 @@ void Solver::arrival(double reg, std::string& method) {
 }
 
 void Solver::computeDirection(double reg, double& d1, double& d2, std::string& method) {
-  backwardPass(reg);
-  arrival(reg, method);
+  PinTimer total_timer("direction (computeDirection)", false);
+  MCOE_TIMED("direction: backwardPass", backwardPass(reg));
+  MCOE_TIMED("direction: arrival", arrival(reg, method));
+  PinTimer sweep_timer("direction: forward sweep", false);
   const int nth = param_.size();
   Vec e(ndx_ + nth);
   e.head(ndx_) = dx0_;
@@ -538,18 +545,21 @@ void Solver::computeDirection(double reg, double& d1, double& d2, std::string& m
 }
 
 double Solver::tryStep(double alpha, double& gap_l1) {
+  PinTimer total_timer("trial (tryStep)", false);
   const int n = N() + 1;
   theta_try_ = theta + alpha * dtheta;
   param_.pi(theta_try_, pi_try_);
-  for (int k = 0; k < n; ++k) integrate(xs[k], alpha * dx.row(k).transpose(), xs_try_[k]);
-  double cost = priorCost(xs_try_[0], theta_try_);
+  double cost = 0.0;
+  MCOE_TIMED("trial: states + prior cost",
+             for (int k = 0; k < n; ++k) integrate(xs[k], alpha * dx.row(k).transpose(), xs_try_[k]);
+             cost = priorCost(xs_try_[0], theta_try_));
   std::vector<std::string> errors(n);
 #pragma omp parallel for schedule(dynamic) num_threads(options.threads)
   for (int k = 0; k < n; ++k) {
     try {
       Knot& kn = knots_[k];
       IntervalData& t = *kn.trial;
-      kn.model->calc(t, xs_try_[k], pi_try_);
+      MCOE_TIMED("trial: IntervalModel::calc", kn.model->calc(t, xs_try_[k], pi_try_));
       kn.trial_cost = 0.5 * t.r.squaredNorm();
       kn.trial_gap = 0.0;
       if (!kn.terminal) {
