@@ -13,7 +13,7 @@ kg m^2, estimate / truth), which shows whether the estimate is a 'heavier' body,
 :func:`torque_noise_cost` at the estimate relative to the truth (< 1: the estimate makes the residuals less
 sensitive to the reported torque's noise)::
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/sensor_ablation.py --keep /tmp/sensor_bags [--seeds 7 1] [--rows ...]
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/sensor_ablation.py --keep DIR [--seeds 7 1] [--rows ...]
 """
 
 from __future__ import annotations
