@@ -316,6 +316,38 @@ def test_mass_mismatch_perturbs_links_and_the_bag_records_the_effective_payload(
     assert len(meta["mass_mismatch"]["legs"]) == 12
 
 
+def test_trunk_only_mass_mismatch_keeps_the_legs_and_draws_the_trunk_as_all_links(tmp_path, robot):
+    nominal = robot.model.inertias
+    for direction in ("lighter", "heavier", "random"):
+        everything = Go1Sim(SimConfig(mismatch=MassMismatch(0.1, direction, 0.01, 7, "all")), robot)
+        trunk = Go1Sim(SimConfig(mismatch=MassMismatch(0.1, direction, 0.01, 7, "trunk")), robot)
+        # the trunk is the same draw as with every link perturbed (same seed): mass, CoM and inertia
+        np.testing.assert_array_equal(trunk.trunk_deviation_pi(), everything.trunk_deviation_pi())
+        assert trunk.model.body_mass[1] == everything.model.body_mass[1] != nominal[1].mass
+        np.testing.assert_array_equal(trunk.model.body_ipos[1], everything.model.body_ipos[1])
+        for jid in range(2, robot.model.njoints):  # the legs keep their URDF values (all-links moves them)
+            assert trunk.model.body_mass[jid] == pytest.approx(nominal[jid].mass, rel=1e-15)
+            assert everything.model.body_mass[jid] != pytest.approx(nominal[jid].mass, rel=1e-3)
+            true = trunk.link_inertias()[jid]
+            np.testing.assert_array_equal(true.toDynamicParameters(), nominal[jid].toDynamicParameters())
+    with pytest.raises(ValueError, match="links must be one of"):
+        MassMismatch(0.1, links="legs")
+    # the metadata report the trunk's deviation and zero leg deviation; the CLI flag reaches it
+    out = tmp_path / "trunk"
+    argv = ["--scenario", "stand:0.2", "--payload-mass", "0", "--seed", "7", "--mass-mismatch", "0.1"]
+    argv += ["--trunk-com-offset", "0.01", "--mismatch-direction", "heavier", "--mismatch-links", "trunk"]
+    assert sim_main([*argv, "--out", str(out)]) == 0
+    meta = json.loads((out / "sim_metadata.json").read_text())["mass_mismatch"]
+    ref = Go1Sim(SimConfig(mismatch=MassMismatch(0.1, "heavier", 0.01, 7, "trunk")), robot)
+    assert meta["links"] == "trunk" and meta["leg_mass_deviation_kg"] == 0.0
+    np.testing.assert_allclose(meta["trunk_deviation_pi"], ref.trunk_deviation_pi(), rtol=0, atol=1e-12)
+    assert meta["trunk_mass_kg"] - meta["urdf_trunk_mass_kg"] == pytest.approx(ref.trunk_deviation_pi()[0])
+    assert 0.05 * nominal[1].mass <= ref.trunk_deviation_pi()[0] <= 0.1 * nominal[1].mass
+    assert all(leg["inertia_scale"] == 1.0 for leg in meta["legs"].values())
+    truth = [msg.inertia for _, _, msg in iter_messages(out, ["ground_truth/payload"])]
+    assert truth[0].m == pytest.approx(ref.trunk_deviation_pi()[0])
+
+
 def test_imu_biases_random_walk_is_seeded_and_scales_with_sqrt_time():
     noise = NoiseConfig(gyro_bias_std=0.01, acc_bias_std=0.05, gyro_bias_walk=0.01, acc_bias_walk=0.1).scaled(1.0)
     truth = Truth(

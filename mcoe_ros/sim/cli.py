@@ -14,8 +14,9 @@ Imperfections of a real robot (all off by default; ``--realistic`` turns on the 
 losses and :data:`~mcoe_ros.sim.mjcf.SOFT_FEET` contact; individual flags given after it override it):
 sensor noise scale, bias std and random walk, torque quantisation; joint damping / Coulomb friction / rotor
 inertia per joint type (not in the reported torque), torque-constant scale and offset; URDF mass mismatch
-(``--mass-mismatch 0.1 --mismatch-direction lighter``); soft round feet (``--foot-condim 6``), ground softness
-(``--contact-solref``), torsional/rolling friction, slippery floor (``--floor-friction 0.3``).
+(``--mass-mismatch 0.1 --mismatch-direction lighter``; every link, or the trunk only with ``--mismatch-links
+trunk``); soft round feet (``--foot-condim 6``), ground softness (``--contact-solref``), torsional/rolling friction,
+slippery floor (``--floor-friction 0.3``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,15 @@ from dataclasses import replace
 import numpy as np
 
 from mcoe_ros.io.bag import FORMATS
-from mcoe_ros.sim.mjcf import REALISTIC_LOSSES, SOFT_FEET, ActuatorLosses, ContactConfig, MassMismatch, PayloadSpec
+from mcoe_ros.sim.mjcf import (
+    MISMATCH_LINKS,
+    REALISTIC_LOSSES,
+    SOFT_FEET,
+    ActuatorLosses,
+    ContactConfig,
+    MassMismatch,
+    PayloadSpec,
+)
 from mcoe_ros.sim.recorder import DEFAULT_START_TIME, record
 from mcoe_ros.sim.runner import EpisodeConfig, parse_segments, rate_divider
 from mcoe_ros.sim.scenarios import SCENARIOS, make_scenario
@@ -74,6 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--torque-offset", type=float, default=None, help="offset of the reported torque, N m")
     r.add_argument("--mass-mismatch", type=float, default=0.0, help="max relative link mass/inertia deviation")
     r.add_argument("--mismatch-direction", choices=("random", "lighter", "heavier"), default="random")
+    r.add_argument(
+        "--mismatch-links",
+        choices=MISMATCH_LINKS,
+        default="all",
+        help="links the mass mismatch perturbs: all (trunk + legs) or trunk (legs keep the URDF)",
+    )
     r.add_argument("--trunk-com-offset", type=float, default=0.0, help="max trunk CoM deviation per axis, m")
     r.add_argument("--floor-friction", type=float, default=None, help="sliding friction (low = slip)")
     r.add_argument("--torsional-friction", type=float, default=None, help="m (with --foot-condim 6)")
@@ -128,7 +143,9 @@ def config_from_args(args: argparse.Namespace) -> EpisodeConfig:
         armature=args.armature,
         noise=noise,
         losses=losses,
-        mismatch=MassMismatch(args.mass_mismatch, args.mismatch_direction, args.trunk_com_offset, args.seed),
+        mismatch=MassMismatch(
+            args.mass_mismatch, args.mismatch_direction, args.trunk_com_offset, args.seed, args.mismatch_links
+        ),
         contact=contact,
         seed=args.seed,
     )

@@ -165,19 +165,27 @@ class ActuatorLosses:
 REALISTIC_LOSSES = ActuatorLosses(viscous=(1.0, 1.5, 2.0), coulomb=(0.2, 0.2, 0.2), rotor_inertia=(0.01, 0.01, 0.01))
 
 
+#: which link bodies a :class:`MassMismatch` perturbs
+MISMATCH_LINKS = ("all", "trunk")
+
+
 @dataclass(frozen=True)
 class MassMismatch:
     """The simulated robot differs from the URDF (the estimator keeps the nominal URDF). Off by default.
 
-    Every link body (trunk and the 12 leg bodies, Pinocchio's merged joint inertias) gets its mass and its
-    inertia about its CoM multiplied by ``1 + s_j``, ``|s_j|`` uniform in [scale / 2, scale]; the sign is
-    ``direction``: 'lighter' (all -), 'heavier' (all +) or 'random' (each link). The trunk CoM moves by a
-    uniform offset in [-com_offset, com_offset] m per axis. Seeded (``seed``)."""
+    Every perturbed link body (Pinocchio's merged joint inertias) gets its mass and its inertia about its CoM
+    multiplied by ``1 + s_j``, ``|s_j|`` uniform in [scale / 2, scale]; the sign is ``direction``: 'lighter'
+    (all -), 'heavier' (all +) or 'random' (each link). The trunk CoM moves by a uniform offset in
+    [-com_offset, com_offset] m per axis. ``links``: 'all' = the trunk and the 12 leg bodies, 'trunk' = the trunk
+    only (the legs keep their URDF values: the deviation is exactly what a payload body on the trunk can
+    represent). Seeded (``seed``); the draws do not depend on ``links``, so for a given seed 'trunk' perturbs the
+    trunk exactly as 'all' does."""
 
     scale: float = 0.0
     direction: str = "random"
     com_offset: float = 0.0
     seed: int = 0
+    links: str = "all"
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.scale < 0.5:
@@ -186,6 +194,8 @@ class MassMismatch:
             raise ValueError(f"mass mismatch direction must be random, lighter or heavier, got {self.direction!r}")
         if not 0.0 <= self.com_offset <= 0.05:
             raise ValueError(f"trunk CoM offset must be within 0 .. 0.05 m, got {self.com_offset}")
+        if self.links not in MISMATCH_LINKS:
+            raise ValueError(f"mass mismatch links must be one of {MISMATCH_LINKS}, got {self.links!r}")
 
     def apply(self, inertias: list) -> list:
         """Perturbed copies of Pinocchio inertias (index = joint id; index 0, the universe, unchanged)."""
@@ -196,6 +206,9 @@ class MassMismatch:
             mag = rng.uniform(0.5, 1.0) * self.scale
             sign = {"lighter": -1.0, "heavier": 1.0}.get(self.direction) or (1.0 if rng.uniform() < 0.5 else -1.0)
             offset = rng.uniform(-1.0, 1.0, 3) * self.com_offset
+            if jid > 1 and self.links == "trunk":  # draws above kept: the trunk's do not depend on ``links``
+                out.append(pin.Inertia(inertias[jid]))
+                continue
             factor = 1.0 + sign * mag
             com = np.asarray(nom.lever) + (offset if jid == 1 else 0.0)
             out.append(pin.Inertia(float(nom.mass) * factor, com, np.asarray(nom.inertia) * factor))

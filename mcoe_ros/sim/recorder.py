@@ -314,6 +314,7 @@ def _mismatch_meta(episode: Episode) -> dict:
     return {
         "scale": mm.scale,
         "direction": mm.direction,
+        "links": mm.links,
         "trunk_com_offset_max_m": mm.com_offset,
         "seed": mm.seed,
         "trunk_mass_kg": float(true_inertias[1].mass),
