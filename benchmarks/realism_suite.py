@@ -157,6 +157,7 @@ def full_cases() -> list[Case]:
         Case("stand", "none", "real", 3.0),
         Case("squat-sway", "3kg", "trunk-lighter", 4.0),
         Case("squat-sway", "3kg", "trunk-heavier", 4.0),
+        Case("squat-sway", "3kg", "real", 4.0),
         Case("squat-sway", "3kg", "lighter", 4.0),
         Case("squat-sway", "5kg-off", "sensors", 4.0),
         Case("squat-sway", "5kg-off", "losses", 4.0),

@@ -313,6 +313,9 @@ def test_mass_mismatch_perturbs_links_and_the_bag_records_the_effective_payload(
     assert truth[0].com.x == pytest.approx(dev[1] / dev[0])
     assert meta["mass_mismatch"]["trunk_mass_kg"] == pytest.approx(sim.model.body_mass[1])
     assert meta["mass_mismatch"]["leg_mass_deviation_kg"] < 0
+    legs_sim = sum(sim.model.body_mass[j] - nominal[j].mass for j in range(2, robot.model.njoints))
+    assert meta["mass_mismatch"]["leg_mass_deviation_kg"] == pytest.approx(legs_sim, abs=1e-12)
+    assert meta["mass_mismatch"]["links"] == "all"
     assert len(meta["mass_mismatch"]["legs"]) == 12
 
 
