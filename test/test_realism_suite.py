@@ -1,0 +1,65 @@
+"""benchmarks/realism_suite.py: the trunk-only mismatch profiles and the no-phantom acceptance check."""
+
+import importlib.util
+import os
+import sys
+
+import pytest
+
+from mcoe_ros.sim.cli import build_parser, config_from_args
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def suite():
+    spec = importlib.util.spec_from_file_location("realism_suite", os.path.join(ROOT, "benchmarks", "realism_suite.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["realism_suite"] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_trunk_only_profiles_are_the_all_links_profiles_with_the_legs_at_the_urdf(suite):
+    for direction in ("lighter", "heavier"):
+        configs = {}
+        for profile in (direction, f"trunk-{direction}"):
+            argv = ["--scenario", "stand:1", *suite.PROFILES[profile], "--seed", str(suite.SEED), "--out", "x"]
+            configs[profile] = config_from_args(build_parser().parse_args(argv))
+        every, trunk = configs[direction].mismatch, configs[f"trunk-{direction}"].mismatch
+        assert (every.links, trunk.links) == ("all", "trunk")
+        assert suite.MISMATCH_PROFILES[direction] == "all" and suite.MISMATCH_PROFILES[f"trunk-{direction}"] == "trunk"
+        # everything else (noise, losses, feet, magnitude, direction, seed) is the same robot
+        assert (every.scale, every.direction, every.com_offset, every.seed) == (
+            trunk.scale,
+            trunk.direction,
+            trunk.com_offset,
+            trunk.seed,
+        )
+        assert configs[direction].noise == configs[f"trunk-{direction}"].noise
+        assert configs[direction].losses == configs[f"trunk-{direction}"].losses
+        assert configs[direction].contact == configs[f"trunk-{direction}"].contact
+    names = {c.name for c in suite.full_cases()}
+    assert {"stand_none_trunk-lighter_3s", "stand_none_trunk-heavier_3s", "stand_none_real_3s"} <= names
+    assert {"squat-sway_3kg_trunk-lighter_4s", "squat-sway_3kg_trunk-heavier_4s"} <= names
+
+
+@pytest.mark.parametrize(
+    "profile, error_kg, verdict, label",
+    [
+        ("trunk-lighter", 0.033, "PASS", "trunk only differs"),
+        ("trunk-heavier", -0.15, "FAIL", "trunk only differs"),
+        ("lighter", 0.05, "PASS", "legs -0.552 kg"),
+        ("heavier", 0.51, "FAIL", "legs -0.552 kg"),
+        ("real", 0.031, "PASS", "nominal URDF"),
+    ],
+)
+def test_no_phantom_check_compares_the_published_payload_with_the_trunk_deviation(
+    suite, profile, error_kg, verdict, label
+):
+    case = suite.Case("stand", "none", profile, 3.0)
+    res = {"OE": suite.Result(mass_err_kg=error_kg)}
+    text = suite.render_verdict([(case, -0.38, -0.552, False, res)], no_models=True)
+    line = text.splitlines()[1]
+    assert f"published payload {-0.38 + error_kg:+.3f} kg vs trunk deviation -0.380 kg" in line
+    assert label in line and line.endswith(f"-> {verdict} (<= 0.1 kg)")
