@@ -41,6 +41,11 @@ Metrics: mass error % (of |true mass|; the signed error in kg where the true mas
 about the CoM error % (relative Frobenius), ATE cm (after first-pose alignment in translation and yaw, see
 :mod:`mcoe_ros.apps.evaluate`), drift % of the path (final error / path length, paths > 5 cm). Plus, for ``OE+m``,
 the identified biases and actuator parameters next to the simulated ones.
+
+Acceptance printout (:func:`render_verdict`): payload cases of sway / stand / walk against naive and RLS (nominal
+URDF: also mass <= 1 %, CoM <= 10 mm); every no-payload case: "no phantom payload", the published payload equals
+the trunk's deviation from the URDF within 0.1 kg -- the issue's criterion on ``trunk-*`` (and the nominal robot);
+on ``lighter`` / ``heavier`` the legs differ too and a stand cannot tell them from the trunk (reported as such).
 """
 
 from __future__ import annotations
