@@ -102,15 +102,16 @@ def load_messages() -> list:
     return [deserialize_message(raw, LowState) for _t, _ty, _tn, raw in iter_raw(SAMPLE_BAG, ["low_state"])]
 
 
-def node_command(node: str | None = None) -> list[str]:
+def node_command(node: str | None = None, params: tuple[str, ...] = ()) -> list[str]:
+    overrides = [a for p in params for a in ("-p", p)]
     if node:  # e.g. a wrapper script that profiles the node
-        return [sys.executable, node, "--ros-args", "-r", "__ns:=/mcoe"]
+        return [sys.executable, node, "--ros-args", "-r", "__ns:=/mcoe", *overrides]
     script = os.path.join(os.path.dirname(sys.executable), "mcoe_estimator")
     if not os.path.exists(script):
         script = shutil.which("mcoe_estimator") or ""
     if not script:
         raise SystemExit("soak_node: the mcoe_estimator console script is not installed")
-    return [script, "--ros-args", "-r", "__ns:=/mcoe"]
+    return [script, "--ros-args", "-r", "__ns:=/mcoe", *overrides]
 
 
 def main(argv=None) -> int:
@@ -123,12 +124,19 @@ def main(argv=None) -> int:
         "--warmup", type=float, default=300.0, help="seconds of warm-up left out of the steady RSS slope (see docs)"
     )
     ap.add_argument("--node", help="a Python script to run instead of the mcoe_estimator console script")
+    ap.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        default=[],
+        help="a node parameter NAME:=VALUE (repeatable), e.g. node.sensor_priority:=0",
+    )
     args = ap.parse_args(argv)
 
     msgs = load_messages()
     log_path = os.path.join(tempfile.gettempdir(), f"soak_node_{os.getpid()}.log")
     log = open(log_path, "w")  # noqa: SIM115 - kept open for the node's lifetime
-    proc = subprocess.Popen(node_command(args.node), stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(node_command(args.node, tuple(args.param)), stdout=log, stderr=subprocess.STDOUT)
     ctx = rclpy.context.Context()
     rclpy.init(context=ctx)
     listener = Listener(ctx)
@@ -230,7 +238,8 @@ def main(argv=None) -> int:
     summary = [
         "",
         f"- duration {args.duration:.0f} s at {args.rate:g} Hz; published {published}; final row: received "
-        f"{row[3]}, declared lost {row[4]}, undeclared {row[5]}",
+        f"{row[3]}, declared lost {row[4]}, undeclared {row[5]}"
+        + (f"; node parameters {' '.join(args.param)}" if args.param else ""),
         f"- peak RSS per row: first quarter {base:.1f} MB -> last quarter {end:.1f} MB: growth {growth:+.2f} %",
         f"- steady RSS slope after {args.warmup:.0f} s of warm-up (line through the per-row peaks): {slope_text}",
         f"- processing latency over the run: p50 {1e3 * np.percentile(lat, 50):.0f} ms, "
@@ -249,6 +258,11 @@ def main(argv=None) -> int:
     with listener.lock:
         diag = dict(listener.diag)
     summary.append("- node schedule: " + ", ".join(f"{k} {diag.get(k, 'n/a')}" for k in keys))
+    summary.append(
+        "- in-node latency over the whole run (node's 10 us histogram): p99 "
+        f"{diag.get('odom_latency_run_p99_ms', 'n/a')} ms, "
+        f"above 1 ms: {diag.get('odom_latency_run_over_1ms', 'n/a')} messages"
+    )
     with open(log_path) as fh:
         text = fh.read()
     summary.append(

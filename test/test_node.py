@@ -24,6 +24,7 @@ from sensor_msgs.msg import Imu, JointState  # noqa: E402
 from unitree_legged_msgs.msg import LowState  # noqa: E402
 
 from mcoe_ros.io.bag import iter_raw  # noqa: E402
+from mcoe_ros.ros.node import LatencyHistogram, restore_scheduling, set_realtime  # noqa: E402
 from mcoe_ros.testing.node_process import start_node, stop_node  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -178,14 +179,75 @@ def test_odometry_writer_fills_the_same_messages_as_the_field_trees():
     assert not writer.write(odo)  # never published
 
 
+def test_latency_histogram_percentiles_match_numpy_to_a_bin():
+    rng = np.random.default_rng(3)
+    values = rng.gamma(2.0, 1.5e-4, 20000)  # 0.3 ms typical, a tail past 1 ms
+    hist = LatencyHistogram(bin_width=1e-5, span=0.01)
+    assert math.isnan(hist.percentile(99))
+    for v in values:
+        hist.add(v)
+    assert hist.total == values.size
+    for q in (50, 90, 99, 99.9):
+        assert abs(hist.percentile(q) - np.percentile(values, q)) <= 1e-5 + 1e-12
+    assert hist.above(1e-3) == int(np.sum(values >= 1e-3)) > 0
+    hist.add(0.5)  # beyond the span: the overflow bin
+    assert hist.percentile(100) == float("inf")
+
+
+def realtime_permitted() -> bool:
+    """Whether this user may use SCHED_FIFO (tried on a scratch thread, restored)."""
+    said = []
+
+    def probe():
+        restore_scheduling(set_realtime(1, said.append))
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    thread.join()
+    return not said
+
+
+def test_realtime_scheduling_of_the_calling_thread_is_set_and_restored():
+    seen, said = {}, []
+
+    def run():
+        seen["before"] = os.sched_getscheduler(0)
+        previous = set_realtime(7, said.append)
+        seen["during"] = (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)
+        restore_scheduling(previous)
+        seen["after"] = os.sched_getscheduler(0)
+        seen["zero"] = set_realtime(0, said.append)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert seen["zero"] is None and seen["after"] == seen["before"] == os.SCHED_OTHER
+    if said:  # not permitted (no CAP_SYS_NICE / rtprio limit): unchanged, and said why
+        assert seen["during"] == (os.SCHED_OTHER, 0) and "not permitted" in said[0]
+    else:
+        assert seen["during"] == (os.SCHED_FIFO, 7)
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the test's own thread untouched
+
+
+def scheduling_of(pid: int) -> dict[int, int]:
+    """Scheduling policy of every thread of a process, by thread id."""
+    return {int(tid): os.sched_getscheduler(int(tid)) for tid in os.listdir(f"/proc/{pid}/task")}
+
+
 def test_low_state_in_payload_and_odometry_out_with_sim_time():
     node = start_node("use_sim_time:=true", "input.mode:=low_state")
     try:
         odoms, payloads, t_first = play(["low_state"], use_clock=True)
+        policies = scheduling_of(node.pid)  # the node spins on its main thread (thread id = process id)
     finally:
         out = stop_node(node)
     check(odoms, payloads, t_first, out)
     assert "Traceback" not in out
+    if realtime_permitted():  # node.sensor_priority (default 10): the executor thread only, not the solve thread
+        assert policies[node.pid] == os.SCHED_FIFO
+        assert os.SCHED_OTHER in {p for tid, p in policies.items() if tid != node.pid}
+    else:
+        assert "sensor thread scheduling unchanged" in out
 
 
 def test_joint_states_and_imu_in():

@@ -48,6 +48,9 @@ class NodeThreadsConfig:
     """Threads of the ROS node."""
 
     solver_niceness: int = 10  #: nice increment of the solve thread (the sensor callbacks keep priority), 0..19
+    #: SCHED_FIFO priority of the thread that spins the executor (sensor callbacks, input-rate odometry), 1..99;
+    #: 0 keeps the normal scheduling. Needs CAP_SYS_NICE or an rtprio limit; without it the node says so and goes on
+    sensor_priority: int = 10
 
 
 @dataclass
@@ -160,6 +163,12 @@ _TABLE: tuple[Param, ...] = (
         "node.solver_niceness",
         "node.solver_niceness",
         "nice increment of the node's solve thread: sensor callbacks and odometry keep the CPU when both compete",
+    ),
+    Param(
+        "node.sensor_priority",
+        "node.sensor_priority",
+        "SCHED_FIFO priority of the executor thread (sensor callbacks, input-rate odometry) so that other processes "
+        "do not preempt it mid-message; 0 = normal scheduling; needs CAP_SYS_NICE or an rtprio limit (else ignored)",
     ),
     # estimator grid and window
     Param("estimator.dt", "estimator.grid.dt", "estimator grid step, s"),
@@ -487,6 +496,7 @@ _BOUNDS = {
     "output.diagnostics_period": POSITIVE,
     "output.stale_timeout": POSITIVE,
     "node.solver_niceness": (0, 19, True),
+    "node.sensor_priority": (0, 99, True),
     "estimator.dt": POSITIVE,
     "estimator.window": POSITIVE,
     "estimator.tick_period": POSITIVE,
