@@ -24,6 +24,7 @@ from sensor_msgs.msg import Imu, JointState  # noqa: E402
 from unitree_legged_msgs.msg import LowState  # noqa: E402
 
 from mcoe_ros.io.bag import iter_raw  # noqa: E402
+from mcoe_ros.io.params import DEFAULTS  # noqa: E402
 from mcoe_ros.ros.node import LatencyHistogram, restore_scheduling, set_realtime  # noqa: E402
 from mcoe_ros.testing.node_process import start_node, stop_node  # noqa: E402
 
@@ -195,11 +196,11 @@ def test_latency_histogram_percentiles_match_numpy_to_a_bin():
 
 
 def realtime_permitted() -> bool:
-    """Whether this user may use SCHED_FIFO (tried on a scratch thread, restored)."""
+    """Whether this user may use SCHED_FIFO at the node's default priority (tried on a scratch thread, restored)."""
     said = []
 
     def probe():
-        restore_scheduling(set_realtime(1, said.append))
+        restore_scheduling(set_realtime(DEFAULTS["node.sensor_priority"], said.append))
 
     thread = threading.Thread(target=probe)
     thread.start()
