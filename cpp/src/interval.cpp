@@ -136,7 +136,12 @@ ConstraintModels IntervalModel::constraintModels(const PinModel& m, const std::v
 
 std::unique_ptr<IntervalData> IntervalModel::createData() const { return std::make_unique<IntervalData>(*this); }
 
-IntervalData::IntervalData(const IntervalModel& m) : model(m.model), pdata(model), aux(model) { reset(m); }
+IntervalData::IntervalData(const IntervalModel& m, std::shared_ptr<PinocchioState> shared)
+    : state(shared ? std::move(shared) : std::make_shared<PinocchioState>(m.model)), model(state->model),
+      pdata(state->pdata), aux(state->aux), pdata_imp(state->pdata_imp), kin_acc(state->kin_acc),
+      cmodels(state->cmodels), cmodels_imp(state->cmodels_imp), cdatas(state->cdatas), cdatas_imp(state->cdatas_imp) {
+  reset(m);
+}
 
 void IntervalData::reset(const IntervalModel& m) {
   const int nv = m.nv, ndx = m.ndx, npi = m.npi;
@@ -484,7 +489,11 @@ void IntervalModel::calcDiff(IntervalData& d, const Vec& x, const Vec& pi) const
 }
 
 void IntervalModel::calcDiffAfterCalc(IntervalData& d, const Vec& x, const Vec& pi) const {
-  if (contact_frames_.empty()) forward(d, x, pi, true);  // without contacts calcDiff's forward differs (ABA derivatives)
+  if (contact_frames_.empty()) {
+    forward(d, x, pi, true);  // without contacts calcDiff's forward differs (ABA derivatives)
+  } else {
+    setParameters(d, pi);  // the state's model may be shared: its parameters are those of the last call on it
+  }
   derivatives(d, x);
 }
 

@@ -100,30 +100,46 @@ class IntervalModel {
   bool needs_kin_ = false, uses_acc_ = false;
 };
 
+// a knot's Pinocchio state: the robot with the parameters of the last calc / calcDiff (armature, payload inertia: set
+// by every call) and the Pinocchio datas. A knot's linearisation data and its trial data share one (the solver
+// evaluates a knot's two datas one after the other, never concurrently): one Pinocchio working set per knot, as
+// a solver with one data per knot. Sharing keeps what calcDiffAfterCalc reads, because the trial that is accepted is
+// the last call on the state before the next linearisation.
+struct PinocchioState {
+  explicit PinocchioState(const PinModel& m) : model(m), pdata(model), aux(model) {}
+  // model: the dynamics' robot (~10x smaller than one pinocchio::Data); pdata: the forward dynamics (kept between
+  // calc and calcDiffAfterCalc; at a stance knot without impulse also the knot's kinematics, after calc and after
+  // calcDiff); aux: scratch within one call, first for M^-1 and the regressor (copied out), then the knot's
+  // kinematics for the measurements (the others); pdata_imp: the impulse (only with impulse frames); kin_acc:
+  // kinematics after the impulse (only with impulse frames and a specific force, allocated on first use)
+  PinModel model;
+  PinData pdata, aux, pdata_imp, kin_acc;
+  ConstraintModels cmodels, cmodels_imp;
+  ConstraintDatas cdatas, cdatas_imp;
+};
+
 class IntervalData {
  public:
-  explicit IntervalData(const IntervalModel& m);
+  // shared: the Pinocchio state of another data of the same model (a knot's trial shares its linearisation data's),
+  // null: an own state
+  explicit IntervalData(const IntervalModel& m, std::shared_ptr<PinocchioState> shared = nullptr);
   // every member but the pinocchio::Data (pdata, aux, pdata_imp / kin_acc if present) to m's fresh values (the
   // constructor's body). Not a fresh data when the Data were used with another contact set: Pinocchio keeps state
   // there (the results differ, test/test_compiled_memory.py), so the shift does not recycle data across phases
   void reset(const IntervalModel& m);
+  // the Pinocchio state (declared first: the references below point into it)
+  std::shared_ptr<PinocchioState> state;
   // inputs and results (as the Python IntervalData)
   Vec u, z, xnext, r;
   Mat Fx, Fp, Rx, Rp;
-  // number of allocated pinocchio::Data held by this data (2 without impulse; +1 impulse, +1 kinematics after the
-  // impulse when a specific force is measured)
+  // number of allocated pinocchio::Data held by this data's state (2 without impulse; +1 impulse, +1 kinematics
+  // after the impulse when a specific force is measured)
   int pinocchioDatas() const;
-  // dynamics: the robot with this data's parameters (armature, payload inertia), set by every calc / calcDiff (the
-  // pi-dependent inertias make it per data; it is ~10x smaller than one pinocchio::Data)
-  PinModel model;
-  // pdata: the forward dynamics (kept between calc and calcDiffAfterCalc; at a stance knot without impulse also the
-  // knot's kinematics, after calc and after calcDiff); aux: scratch within one call, first for M^-1 and the regressor
-  // (copied out), then the knot's kinematics for the measurements (the others); pdata_imp: the impulse
-  // (only with impulse frames); kin_acc: kinematics after the impulse (only with impulse frames and a specific force,
-  // allocated on first use)
-  PinData pdata, aux, pdata_imp, kin_acc;
-  ConstraintModels cmodels, cmodels_imp;
-  ConstraintDatas cdatas, cdatas_imp;
+  // the state's members (see PinocchioState)
+  PinModel& model;
+  PinData &pdata, &aux, &pdata_imp, &kin_acc;
+  ConstraintModels &cmodels, &cmodels_imp;
+  ConstraintDatas &cdatas, &cdatas_imp;
   pinocchio::ProximalSettings settings, settings_imp;
   Vec tau, vdyn, a, lam, vnext, dq, zero_v, dv, pi_joint, p_act, pi;
   Mat da_dx, da_dtau, da_dpi, dvdyn_dx, dvdyn_dpi, proj, y_imp, minv, a_v, y_act, reg,

@@ -230,7 +230,7 @@ Knot Solver::makeKnot(const std::shared_ptr<const IntervalModel>& m, const Noise
   Knot kn;
   kn.model = m;
   kn.data = m->createData();
-  kn.trial = m->createData();
+  kn.trial = std::make_unique<IntervalData>(*m, kn.data->state);  // one Pinocchio state per knot
   ++timings.knots_allocated;
   kn.terminal = terminal;
   kn.W.setZero(nv_, nv_);
