@@ -78,6 +78,26 @@ Mat3 frameRotation(const PinModel& m, const PinData& kin, int frame_id) {
   return kin.oMi[f.parentJoint].rotation() * f.placement.rotation();
 }
 
+// a frame's LOCAL velocity and classical acceleration from what constraintDynamics leaves in pd: oMi, ov (world), J
+// (world), oa (world, the drift without the ddq term: forwardKinematics' a_i = oMi^-1 (oa_i + sum J_j ddq_j over
+// the supporting joints j)). The same quantities as getFrameVelocity / getFrameClassicalAcceleration after
+// forwardKinematics(q, v, ddq), without the kinematics pass (all of the robot's joints) for the few measured frames
+pin::Motion frameVelocityFromDynamics(const PinModel& m, const PinData& pd, int frame_id) {
+  const pin::Frame& f = m.frames[frame_id];
+  return f.placement.actInv(pd.oMi[f.parentJoint].actInv(pd.ov[f.parentJoint]));
+}
+
+Vec3 frameClassicalAccelerationFromDynamics(const PinModel& m, const PinData& pd, const Vec& ddq, int frame_id) {
+  const pin::Frame& f = m.frames[frame_id];
+  const pin::JointIndex j = f.parentJoint;
+  Eigen::Matrix<double, 6, 1> oa = pd.oa[j].toVector();
+  for (const pin::JointIndex i : m.supports[j])
+    if (i > 0) oa.noalias() += pd.J.middleCols(m.idx_vs[i], m.nvs[i]) * ddq.segment(m.idx_vs[i], m.nvs[i]);
+  const pin::Motion a = f.placement.actInv(pd.oMi[j].actInv(pin::Motion(oa)));
+  const pin::Motion v = frameVelocityFromDynamics(m, pd, frame_id);
+  return a.linear() + v.angular().cross(v.linear());
+}
+
 // the joint-torque regressor's columns of joint j's body (nv, 10) from kinematics at (q, v, a) (kin: v, a, oMi, J):
 // the body's force regressor Y(v_j, a_j - g_j) (gravity as an upward acceleration, as computeJointTorqueRegressor)
 // mapped to the supporting joints' torques, J_i^T (0X_j^* Y) in world axes, zero on the other joints
@@ -341,7 +361,7 @@ void IntervalModel::dynamicsDiff(IntervalData& d, const Vec& x) const {
 }
 
 void IntervalModel::kinematics(IntervalData& d, const Vec& x, bool diff) const {
-  if (!needs_kin_ || (diff && kinematicsFromDynamics())) return;
+  if (!needs_kin_ || kinematicsFromDynamics()) return;
   const auto q = x.head(nq);
   const auto v = x.tail(nv);
   auto fk = [&](PinData& data, const Eigen::Ref<const Vec>& vv, const Eigen::Ref<const Vec>& aa) {
@@ -361,10 +381,9 @@ void IntervalModel::kinematics(IntervalData& d, const Vec& x, bool diff) const {
 }
 
 PinData& IntervalModel::kinematicsData(IntervalData& d) const {
-  // calc at a stance knot without impulse: forwardKinematics(q, v, a) into pdata rewrites oMi and liMi bit for bit
-  // (same joint placements, same q) and writes v_i, a_i, which computeConstraintDynamicsDerivatives (the only later
-  // reader of pdata, via calcDiffAfterCalc) overwrites before reading; it reads ov, oa only from constraintDynamics,
-  // which forwardKinematics leaves. The trial then touches one pinocchio::Data instead of two (smaller working set).
+  // at a stance knot without impulse, calc's measurements take the measured frames' kinematics from what
+  // constraintDynamics leaves in pdata (frameVelocityFromDynamics, frameClassicalAccelerationFromDynamics, oMi):
+  // no kinematics pass, and pdata is left as constraintDynamics leaves it for calcDiffAfterCalc
   return kinematicsFromDynamics() ? d.pdata : d.aux;
 }
 
@@ -373,6 +392,7 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
   PinData& kin_x = kinematicsData(d);  // the knot's kinematics (see kinematics)
   PinData& kin_acc = impulse ? d.kin_acc : kin_x;
   const Eigen::Vector3d g = d.model.gravity.linear();
+  const bool from_dynamics = !diff && kinematicsFromDynamics();  // calc: kin_x holds constraintDynamics' fields only
   for (size_t i = 0; i < measurements.size(); ++i) {
     const MeasurementSpec& s = measurements[i];
     const int zo = z_offsets[i], ro = r_offsets[i], n = s.nr;
@@ -395,7 +415,8 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
       case MK::Gyro:
       case MK::ContactVelocity: {
         const bool angular = s.kind == MK::Gyro;
-        const pin::Motion vel = pin::getFrameVelocity(d.model, kin_x, s.frame_id, pin::LOCAL);
+        const pin::Motion vel = from_dynamics ? frameVelocityFromDynamics(d.model, kin_x, s.frame_id)
+                                              : pin::getFrameVelocity(d.model, kin_x, s.frame_id, pin::LOCAL);
         h = angular ? Vec(vel.angular()) : Vec(vel.linear());
         if (s.bias_start >= 0) h += d.pi.segment<3>(s.bias_start);
         r.noalias() = s.W * (d.z.segment(zo, n) - h);
@@ -432,7 +453,8 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
       case MK::SpecificForce: {
         const Mat3 rot = frameRotation(d.model, kin_acc, s.frame_id);
         if (!diff) {
-          h = pin::getFrameClassicalAcceleration(d.model, kin_acc, s.frame_id, pin::LOCAL).linear() -
+          h = (from_dynamics ? frameClassicalAccelerationFromDynamics(d.model, kin_acc, d.a, s.frame_id)
+                             : Vec3(pin::getFrameClassicalAcceleration(d.model, kin_acc, s.frame_id, pin::LOCAL).linear())) -
               rot.transpose() * g;
           if (s.bias_start >= 0) h += d.pi.segment<3>(s.bias_start);
           r.noalias() = s.W * (d.z.segment(zo, n) - h);

@@ -78,10 +78,11 @@ class IntervalModel {
   ConstraintModels constraintModels(const PinModel& m, const std::vector<int>& frames) const;
   // stance knot without impulse: computeConstraintDynamicsDerivatives leaves in pdata what
   // computeForwardKinematicsDerivatives(q, v, a) would (oMi, liMi, v, a, ov, oa, J, dJ at this very (q, v, a)), so
-  // the linearisation takes the payload regressor and the measurements' kinematics from it (no second pass)
+  // the linearisation takes the payload regressor and the measurements' kinematics from it (no second pass); calc
+  // takes the measured frames' kinematics from constraintDynamics' world-frame fields (no kinematics pass either)
   bool kinematicsFromDynamics() const { return impulse_frames_.empty() && !contact_frames_.empty(); }
   // the data holding the knot's kinematics for the measurements: at such a stance knot pdata (calcDiff: from the
-  // derivatives; calc: forwardKinematics into pdata after constraintDynamics), elsewhere aux
+  // derivatives; calc: constraintDynamics' oMi, ov, oa, J), elsewhere aux
   PinData& kinematicsData(IntervalData& d) const;
 
   std::vector<int> contact_frames_, impulse_frames_;
