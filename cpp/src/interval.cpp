@@ -78,6 +78,32 @@ Mat3 frameRotation(const PinModel& m, const PinData& kin, int frame_id) {
   return kin.oMi[f.parentJoint].rotation() * f.placement.rotation();
 }
 
+// the linearisation's scratch matrices, one set per thread (whatever a call needs later is copied out within it):
+// kept out of the knots' data, because the knots' working set over an iteration exceeds the caches. Each is sized on
+// first use (no allocation afterwards, as long as the models' sizes do not change)
+struct DiffScratch {
+  Mat jq, jv;                                  // dIntegrate (nv, nv)
+  Mat v_dq, v_dv, a_dq, a_dv, a_da, jac;       // frame derivatives (6, nv)
+  Mat dh_dx, dh_dpi;                           // specific-force Jacobians (3, ndx), (3, npi)
+  Mat y_reg, reg;                              // the payload parent joint's regressor columns (nv, 10), times A
+};
+
+void fit(Mat& m, Eigen::Index rows, Eigen::Index cols) {
+  if (m.rows() != rows || m.cols() != cols) m.setZero(rows, cols);
+}
+
+DiffScratch& diffScratch(const IntervalModel& m) {
+  thread_local DiffScratch s;
+  fit(s.jq, m.nv, m.nv);
+  fit(s.jv, m.nv, m.nv);
+  for (Mat* f : {&s.v_dq, &s.v_dv, &s.a_dq, &s.a_dv, &s.a_da, &s.jac}) fit(*f, 6, m.nv);
+  fit(s.dh_dx, 3, m.ndx);
+  fit(s.dh_dpi, 3, m.npi);
+  fit(s.y_reg, m.nv, 10);
+  fit(s.reg, m.nv, 10);
+  return s;
+}
+
 // a frame's LOCAL velocity and classical acceleration from what constraintDynamics leaves in pd: oMi, ov (world), J
 // (world), oa (world, the drift without the ddq term: forwardKinematics' a_i = oMi^-1 (oa_i + sum J_j ddq_j over
 // the supporting joints j)). The same quantities as getFrameVelocity / getFrameClassicalAcceleration after
@@ -208,18 +234,6 @@ void IntervalData::reset(const IntervalModel& m) {
   minv = Mat::Zero(nv, nv);
   a_v = Mat::Zero(nv, nv);
   y_act = Mat::Zero(m.nj, m.n_act);
-  reg = Mat::Zero(nv, 10);
-  y_reg = Mat::Zero(nv, 10);
-  dh_dx = Mat::Zero(m.nj > 3 ? m.nj : 3, ndx);
-  dh_dpi = Mat::Zero(3, npi);
-  v_dq = Mat::Zero(6, nv);
-  v_dv = Mat::Zero(6, nv);
-  a_dq = Mat::Zero(6, nv);
-  a_dv = Mat::Zero(6, nv);
-  a_da = Mat::Zero(6, nv);
-  jac = Mat::Zero(6, nv);
-  jq = Mat::Zero(nv, nv);
-  jv = Mat::Zero(nv, nv);
   h = Vec::Zero(m.nj > 3 ? m.nj : 3);
 }
 
@@ -277,6 +291,7 @@ void IntervalModel::dynamicsDiff(IntervalData& d, const Vec& x) const {
   const auto q = x.head(nq);
   const auto v = x.tail(nv);
   const bool impulse = !impulse_frames_.empty(), contacts = !contact_frames_.empty();
+  DiffScratch& s = diffScratch(*this);
   d.dvdyn_dpi.setZero();
   if (impulse) {
     PinData& pdi = d.pdata_imp;
@@ -319,13 +334,13 @@ void IntervalModel::dynamicsDiff(IntervalData& d, const Vec& x) const {
   d.da_dpi.setZero();
   if (!payload_on_universe_) {
     if (kinematicsFromDynamics()) {
-      PIN_CALL(bodyTorqueRegressor(d.model, pd, payload_joint_, d.y_reg));
+      PIN_CALL(bodyTorqueRegressor(d.model, pd, payload_joint_, s.y_reg));
     } else {
       PIN_CALL(pin::computeJointTorqueRegressor(d.model, d.aux, q, d.vdyn, d.a));
-      d.y_reg = d.aux.jointTorqueRegressor.middleCols(reg_cols_, 10);
+      s.y_reg = d.aux.jointTorqueRegressor.middleCols(reg_cols_, 10);
     }
-    d.reg.noalias() = d.y_reg * A_;
-    d.da_dpi.leftCols(10).noalias() = -d.da_dtau * d.reg;
+    s.reg.noalias() = s.y_reg * A_;
+    d.da_dpi.leftCols(10).noalias() = -d.da_dtau * s.reg;
   }
   if (n_groups_) {
     const auto vj = d.vdyn.tail(nj);
@@ -350,14 +365,21 @@ void IntervalModel::dynamicsDiff(IntervalData& d, const Vec& x) const {
   // v' = v+ + dt a ;  q' = q (+) dt v'
   auto dvn_dx = d.Fx.bottomRows(nv);
   auto dvn_dpi = d.Fp.bottomRows(nv);
-  dvn_dx = dt * d.da_dx + d.dvdyn_dx;
-  dvn_dpi = dt * d.da_dpi + d.dvdyn_dpi;
-  PIN_CALL(pin::dIntegrate(d.model, q, d.dq, d.jq, pin::ARG0));
-  PIN_CALL(pin::dIntegrate(d.model, q, d.dq, d.jv, pin::ARG1));
-  d.jv *= dt;
-  jointBlockProduct(d.model, d.jv, dvn_dx, d.Fx.topRows(nv));
-  d.Fx.topLeftCorner(nv, nv) += d.jq;
-  jointBlockProduct(d.model, d.jv, dvn_dpi, d.Fp.topRows(nv));
+  if (impulse) {
+    dvn_dx = dt * d.da_dx + d.dvdyn_dx;
+    dvn_dpi = dt * d.da_dpi + d.dvdyn_dpi;
+  } else {  // v+ = v: dvdyn_dx = [0 I], dvdyn_dpi = 0 (the same sums, without reading them)
+    dvn_dx = dt * d.da_dx;
+    dvn_dx.rightCols(nv).diagonal().array() += 1.0;
+    dvn_dpi = dt * d.da_dpi;
+  }
+  s.jq.setZero();  // Pinocchio writes the joints' diagonal blocks only; all of jq is added to Fx
+  PIN_CALL(pin::dIntegrate(d.model, q, d.dq, s.jq, pin::ARG0));
+  PIN_CALL(pin::dIntegrate(d.model, q, d.dq, s.jv, pin::ARG1));
+  s.jv *= dt;
+  jointBlockProduct(d.model, s.jv, dvn_dx, d.Fx.topRows(nv));
+  d.Fx.topLeftCorner(nv, nv) += s.jq;
+  jointBlockProduct(d.model, s.jv, dvn_dpi, d.Fp.topRows(nv));
 }
 
 void IntervalModel::kinematics(IntervalData& d, const Vec& x, bool diff) const {
@@ -392,6 +414,7 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
   PinData& kin_x = kinematicsData(d);  // the knot's kinematics (see kinematics)
   PinData& kin_acc = impulse ? d.kin_acc : kin_x;
   const Eigen::Vector3d g = d.model.gravity.linear();
+  DiffScratch& sc = diffScratch(*this);
   const bool from_dynamics = !diff && kinematicsFromDynamics();  // calc: kin_x holds constraintDynamics' fields only
   for (size_t i = 0; i < measurements.size(); ++i) {
     const MeasurementSpec& s = measurements[i];
@@ -400,7 +423,6 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
     auto Rx = d.Rx.middleRows(ro, n);
     auto Rp = d.Rp.middleRows(ro, n);
     auto h = d.h.head(n);
-    auto dh = d.dh_dx.topRows(n);
     switch (s.kind) {
       case MK::JointPosition:
         h = x.segment(nq - nj, nj);
@@ -421,13 +443,13 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
         if (s.bias_start >= 0) h += d.pi.segment<3>(s.bias_start);
         r.noalias() = s.W * (d.z.segment(zo, n) - h);
         if (diff) {
-          d.v_dq.setZero();  // Pinocchio fills only the columns of the frame's supporting joints
-          d.v_dv.setZero();
-          PIN_CALL(pin::getFrameVelocityDerivatives(d.model, kin_x, s.frame_id, pin::LOCAL, d.v_dq, d.v_dv));
+          sc.v_dq.setZero();  // Pinocchio fills only the columns of the frame's supporting joints
+          sc.v_dv.setZero();
+          PIN_CALL(pin::getFrameVelocityDerivatives(d.model, kin_x, s.frame_id, pin::LOCAL, sc.v_dq, sc.v_dv));
           const int row = angular ? 3 : 0;
           // 3-row products: coefficient-wise (a dynamic-size GEMM's set-up costs more than the product)
-          Rx.leftCols(nv) = -s.W.lazyProduct(d.v_dq.middleRows(row, 3));
-          Rx.rightCols(nv) = -s.W.lazyProduct(d.v_dv.middleRows(row, 3));
+          Rx.leftCols(nv) = -s.W.lazyProduct(sc.v_dq.middleRows(row, 3));
+          Rx.rightCols(nv) = -s.W.lazyProduct(sc.v_dv.middleRows(row, 3));
           if (s.bias_start >= 0) { Rp.setZero(); Rp.middleCols(s.bias_start, 3) = -s.W; }
         }
         break;
@@ -441,12 +463,12 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
         const Vec3 e = pin::log3(err);
         r.noalias() = s.W * e;
         if (diff) {
-          d.jac.setZero();
-          PIN_CALL(pin::getFrameJacobian(d.model, kin_x, s.frame_id, pin::LOCAL, d.jac));
+          sc.jac.setZero();
+          PIN_CALL(pin::getFrameJacobian(d.model, kin_x, s.frame_id, pin::LOCAL, sc.jac));
           Mat3 jlog;
           pin::Jlog3(err, jlog);
           Rx.setZero();
-          Rx.leftCols(nv).noalias() = -s.W * (jlog * err.transpose() * d.jac.bottomRows(3));
+          Rx.leftCols(nv).noalias() = -s.W * (jlog * err.transpose() * sc.jac.bottomRows(3));
         }
         break;
       }
@@ -467,19 +489,20 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
         const Vec3 gb = rot.transpose() * g;
         h = pin::getFrameAcceleration(d.model, kin_acc, s.frame_id, pin::LOCAL).linear() +
             cross.leftCols(3) * vel.linear() - gb;
-        d.v_dq.setZero();  // only the supporting joints' columns are written
-        d.a_dq.setZero();
-        d.a_dv.setZero();
-        d.a_da.setZero();
-        PIN_CALL(pin::getFrameAccelerationDerivatives(d.model, kin_acc, s.frame_id, pin::LOCAL, d.v_dq, d.a_dq, d.a_dv,
-                                             d.a_da));
+        sc.v_dq.setZero();  // only the supporting joints' columns are written
+        sc.a_dq.setZero();
+        sc.a_dv.setZero();
+        sc.a_da.setZero();
+        PIN_CALL(pin::getFrameAccelerationDerivatives(d.model, kin_acc, s.frame_id, pin::LOCAL, sc.v_dq, sc.a_dq, sc.a_dv,
+                                             sc.a_da));
         const Eigen::Matrix<double, 3, Eigen::Dynamic> df_dq =
-            d.a_dq.topRows(3) + cross * d.v_dq - pin::skew(gb) * d.a_da.bottomRows(3);
-        const Eigen::Matrix<double, 3, Eigen::Dynamic> df_dvd = d.a_dv.topRows(3) + cross * d.a_da;
-        auto dhp = d.dh_dpi;
-        dh.noalias() = d.a_da.topRows(3) * d.da_dx;
+            sc.a_dq.topRows(3) + cross * sc.v_dq - pin::skew(gb) * sc.a_da.bottomRows(3);
+        const Eigen::Matrix<double, 3, Eigen::Dynamic> df_dvd = sc.a_dv.topRows(3) + cross * sc.a_da;
+        auto& dh = sc.dh_dx;
+        auto& dhp = sc.dh_dpi;
+        dh.noalias() = sc.a_da.topRows(3) * d.da_dx;
         dh.leftCols(nv) += df_dq;
-        dhp.noalias() = d.a_da.topRows(3) * d.da_dpi;
+        dhp.noalias() = sc.a_da.topRows(3) * d.da_dpi;
         if (!impulse) {
           dh.rightCols(nv) += df_dvd;
         } else {

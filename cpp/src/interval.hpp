@@ -143,10 +143,8 @@ class IntervalData {
   ConstraintDatas &cdatas, &cdatas_imp;
   pinocchio::ProximalSettings settings, settings_imp;
   Vec tau, vdyn, a, lam, vnext, dq, zero_v, dv, pi_joint, p_act, pi;
-  Mat da_dx, da_dtau, da_dpi, dvdyn_dx, dvdyn_dpi, proj, y_imp, minv, a_v, y_act, reg,
-      y_reg;  // y_reg: the payload parent joint's regressor columns (nv, 10)
-  // measurement scratch
-  Mat dh_dx, dh_dpi, v_dq, v_dv, a_dq, a_dv, a_da, jac, jq, jv;
+  Mat da_dx, da_dtau, da_dpi, dvdyn_dx, dvdyn_dpi, proj, y_imp, minv, a_v, y_act;
+  // measurement scratch (the linearisation's matrix scratch is per thread, interval.cpp DiffScratch)
   Vec h;
 };
 

@@ -167,7 +167,8 @@ void riccatiSweep(const std::vector<Knot>& knots, const std::vector<Vec>& ws, in
 // the measurements' Gauss-Newton blocks of a linearised knot: Hr = J^T J, gr = J^T r with J = [Rx Rth]. The joint
 // encoder rows are -W on their joints' columns (no pi part): their W^T W is added to that diagonal block; the other
 // measurements' rows are gathered in jr for one symmetric rank update
-void measurementGram(Knot& kn, const IntervalData& d) {
+// (jr: the thread's scratch, at least (nr, ndx + ntheta))
+void measurementGram(Knot& kn, const IntervalData& d, Mat& jr) {
   using MK = MeasurementSpec::Kind;
   const IntervalModel& m = *kn.model;
   const int ndx = static_cast<int>(d.Rx.cols()), nth = static_cast<int>(kn.Rth.cols());
@@ -183,13 +184,13 @@ void measurementGram(Knot& kn, const IntervalData& d) {
       kn.gr.segment(c, n).noalias() -= s.W.transpose() * d.r.segment(ro, n);
       continue;
     }
-    kn.jr.middleRows(rows, n).leftCols(ndx) = d.Rx.middleRows(ro, n);
-    kn.jr.middleRows(rows, n).rightCols(nth) = kn.Rth.middleRows(ro, n);
+    jr.middleRows(rows, n).leftCols(ndx) = d.Rx.middleRows(ro, n);
+    jr.middleRows(rows, n).rightCols(nth) = kn.Rth.middleRows(ro, n);
     kn.gr.head(ndx).noalias() += d.Rx.middleRows(ro, n).transpose() * d.r.segment(ro, n);
     kn.gr.tail(nth).noalias() += kn.Rth.middleRows(ro, n).transpose() * d.r.segment(ro, n);
     rows += n;
   }
-  kn.Hr.selfadjointView<Eigen::Lower>().rankUpdate(kn.jr.topRows(rows).transpose());
+  kn.Hr.selfadjointView<Eigen::Lower>().rankUpdate(jr.topRows(rows).transpose());
   kn.Hr.triangularView<Eigen::StrictlyUpper>() = kn.Hr.transpose();
 }
 
@@ -240,7 +241,6 @@ Knot Solver::makeKnot(const std::shared_ptr<const IntervalModel>& m, const Noise
   kn.Fth.setZero(ndx_, nth);
   kn.Rth.setZero(m->nr, nth);
   kn.Hr.setZero(ndx_ + nth, ndx_ + nth);
-  kn.jr.setZero(m->nr, ndx_ + nth);
   kn.gr.setZero(ndx_ + nth);
   kn.A.setZero(ndx_, ndx_);
   kn.C.setZero(ndx_, nth);
@@ -251,10 +251,6 @@ Knot Solver::makeKnot(const std::shared_ptr<const IntervalModel>& m, const Noise
   kn.y_try.setZero(nx_);
   kn.c_try.setZero(ndx_);
   kn.next.setZero(ndx_);
-  kn.jd0.setZero(nv_, nv_);
-  kn.jd1.setZero(nv_, nv_);
-  kn.emat.setZero(nv_, nv_);
-  kn.g.setZero(nv_, nv_);
   return kn;
 }
 
@@ -355,16 +351,33 @@ double Solver::priorLinearize(const Vec& x0, const Vec& th, Vec& grad, Mat& hess
 }
 
 // ------------------------------------------------------------------------------------------------ linearisation
+namespace {
+// linearizeKnot's scratch, one set per thread: kept out of the knots, whose working set over an iteration exceeds
+// the caches. Sized on first use; jr grows to the largest knot's rows (no allocation afterwards)
+struct LinearizeScratch {
+  Mat jr, jd0, jd1, emat, g;
+};
+
+LinearizeScratch& linearizeScratch(int nr, int ncols, int nv) {
+  thread_local LinearizeScratch s;
+  if (s.jr.rows() < nr || s.jr.cols() != ncols) s.jr.setZero(std::max<Eigen::Index>(nr, s.jr.rows()), ncols);
+  for (Mat* m : {&s.jd0, &s.jd1, &s.emat, &s.g})
+    if (m->rows() != nv) m->setZero(nv, nv);
+  return s;
+}
+}  // namespace
+
 void Solver::linearizeKnot(int k) {
   Knot& kn = knots_[k];
   IntervalData& d = *kn.data;
+  LinearizeScratch& s = linearizeScratch(kn.model->nr, ndx_ + param_.size(), nv_);
   if (kn.forward_ready)
     MCOE_TIMED("linearise: IntervalModel::calcDiffAfterCalc", kn.model->calcDiffAfterCalc(d, xs[k], pi));
   else
     MCOE_TIMED("linearise: IntervalModel::calcDiff", kn.model->calcDiff(d, xs[k], pi));
   kn.forward_ready = false;
   kn.Rth.noalias() = d.Rp * dpi;
-  MCOE_TIMED("measurementGram", measurementGram(kn, d));
+  MCOE_TIMED("measurementGram", measurementGram(kn, d, s.jr));
   kn.cost = 0.5 * d.r.squaredNorm();
   kn.linearized = true;
   if (kn.terminal) return;
@@ -375,19 +388,19 @@ void Solver::linearizeKnot(int k) {
   kn.gw.tail(nv_) = w;  // G w: the noise has no q part (head stays 0)
   integrate(d.xnext, kn.gw, kn.y);
   difference(xs[k + 1], kn.y, kn.gap);
-  PIN_CALL(pin::dDifference(state_model_->model, xs[k + 1].head(nq_), kn.y.head(nq_), kn.jd0, pin::ARG0));
-  PIN_CALL(pin::dDifference(state_model_->model, xs[k + 1].head(nq_), kn.y.head(nq_), kn.jd1, pin::ARG1));
+  PIN_CALL(pin::dDifference(state_model_->model, xs[k + 1].head(nq_), kn.y.head(nq_), s.jd0, pin::ARG0));
+  PIN_CALL(pin::dDifference(state_model_->model, xs[k + 1].head(nq_), kn.y.head(nq_), s.jd1, pin::ARG1));
   // dDifference's Jacobians are block-diagonal by joint, and so are emat and g
   const PinModel& pm = state_model_->model;
-  jointBlockInverse(pm, kn.jd0, kn.emat);
-  kn.emat = -kn.emat;
-  jointBlockProduct(pm, kn.emat, kn.jd1, kn.g);  // times dIntegrate(f, G w)_q = 1 (the noise has no q part)
+  jointBlockInverse(pm, s.jd0, s.emat);
+  s.emat = -s.emat;
+  jointBlockProduct(pm, s.emat, s.jd1, s.g);  // times dIntegrate(f, G w)_q = 1 (the noise has no q part)
   kn.A.bottomRows(nv_) = d.Fx.bottomRows(nv_);
-  jointBlockProduct(pm, kn.g, d.Fx.topRows(nv_), kn.A.topRows(nv_));
+  jointBlockProduct(pm, s.g, d.Fx.topRows(nv_), kn.A.topRows(nv_));
   kn.C.bottomRows(nv_) = kn.Fth.bottomRows(nv_);
-  jointBlockProduct(pm, kn.g, kn.Fth.topRows(nv_), kn.C.topRows(nv_));
+  jointBlockProduct(pm, s.g, kn.Fth.topRows(nv_), kn.C.topRows(nv_));
   kn.fbar.tail(nv_) = kn.gap.tail(nv_);
-  kn.fbar.head(nv_).noalias() = kn.emat * kn.gap.head(nv_);
+  kn.fbar.head(nv_).noalias() = s.emat * kn.gap.head(nv_);
 }
 
 double Solver::calcDiff(bool reuse) {
@@ -919,7 +932,6 @@ void Solver::shift(int k, const std::vector<std::shared_ptr<const IntervalModel>
       kn.trial->reset(*m);
       kn.model = m;
       kn.Rth.setZero(m->nr, nth);
-      kn.jr.setZero(m->nr, ndx_ + nth);
     }
     kn.terminal = terminal_;
     kn.linearized = kn.forward_ready = false;

@@ -85,11 +85,10 @@ struct Knot {
   // the measurements' Gauss-Newton blocks over (dx_k, dtheta) at the linearisation, J = [Rx Rth]: Hr = J^T J
   // (symmetric, (ndx + ntheta)^2), gr = J^T r; formed once per linearisation (in the parallel knot loop) and read by
   // the Riccati sweep and the marginalisation (a knot kept by a shift is not formed again)
-  Mat Hr, jr;
+  Mat Hr;
   Vec gr;
-  // preallocated scratch (no allocation per knot per iteration)
+  // preallocated scratch (no allocation per knot per iteration; linearizeKnot's matrices are per thread)
   Vec gw, y_try, c_try, next;
-  Mat jd0, jd1, emat, g;
   bool terminal = false;
   bool forward_ready = false;  // data holds calc() at (xs[k], pi) (the accepted trial): calcDiff skips the forward
   bool linearized = false;     // data/A/C/fbar/gap/Fth/Rth/cost hold the linearisation at (xs[k], xs[k+1], ws[k], theta)
