@@ -251,6 +251,7 @@ Knot Solver::makeKnot(const std::shared_ptr<const IntervalModel>& m, const Noise
   kn.y_try.setZero(nx_);
   kn.c_try.setZero(ndx_);
   kn.next.setZero(ndx_);
+  kn.ww.setZero(nv_);
   return kn;
 }
 
@@ -384,7 +385,8 @@ void Solver::linearizeKnot(int k) {
   PinTimer maps_timer("linearise: gap + transition maps", false);
   kn.Fth.noalias() = d.Fp * dpi;
   const Vec& w = ws[k];
-  kn.cost += 0.5 * w.dot(kn.W * w);
+  kn.ww.noalias() = kn.W * w;
+  kn.cost += 0.5 * w.dot(kn.ww);
   kn.gw.tail(nv_) = w;  // G w: the noise has no q part (head stays 0)
   integrate(d.xnext, kn.gw, kn.y);
   difference(xs[k + 1], kn.y, kn.gap);
@@ -533,16 +535,23 @@ void Solver::computeDirection(double reg, double& d1, double& d2, std::string& m
   d1 = prior_grad_.dot(e);
   d2 = e.dot(prior_hess_ * e);
   dx.row(0) = dx0_.transpose();
-  Vec v, dxk(ndx_), dwk(nv_), wdw(nv_);
+  // preallocated (no allocation per knot): v up to the largest knot's residual rows
+  int nr_max = 0;
+  for (const Knot& kn : knots_) nr_max = std::max(nr_max, kn.model->nr);
+  Vec v_all(nr_max), dxk(ndx_), dwk(nv_), wdw(nv_), xik(ndx_);
   for (int k = 0; k <= N(); ++k) {
     const Knot& kn = knots_[k];
     const IntervalData& d = *kn.data;
     dxk = dx.row(k).transpose();
-    v = d.Rx * dxk + kn.Rth * dtheta;
+    auto v = v_all.head(d.Rx.rows());
+    v.noalias() = d.Rx * dxk;
+    v.noalias() += kn.Rth * dtheta;
     d1 += d.r.dot(v);
     d2 += v.squaredNorm();
     if (kn.terminal) break;
-    dwk = -(k_[k] + K_[k] * dxk + P_[k] * dtheta);
+    dwk = -k_[k];
+    dwk.noalias() -= K_[k] * dxk;
+    dwk.noalias() -= P_[k] * dtheta;
     dw.row(k) = dwk.transpose();
     wdw.noalias() = kn.W * dwk;
     d1 += ws[k].dot(wdw);
@@ -553,7 +562,10 @@ void Solver::computeDirection(double reg, double& d1, double& d2, std::string& m
     kw.next.noalias() += kn.C * dtheta;
     kw.next.tail(nv_) += dwk;
     dx.row(k + 1) = kw.next.transpose();
-    xi_.row(k + 1) = (Vx_[k + 1] + Vxx_[k + 1] * kw.next + Vxth_[k + 1] * dtheta).transpose();
+    xik = Vx_[k + 1];
+    xik.noalias() += Vxx_[k + 1] * kw.next;
+    xik.noalias() += Vxth_[k + 1] * dtheta;
+    xi_.row(k + 1) = xik.transpose();
   }
 }
 
@@ -564,8 +576,10 @@ double Solver::tryStep(double alpha, double& gap_l1) {
   param_.pi(theta_try_, pi_try_);
   double cost = 0.0;
   MCOE_TIMED("trial: states + prior cost",
-             for (int k = 0; k < n; ++k) integrate(xs[k], alpha * dx.row(k).transpose(), xs_try_[k]);
-             cost = priorCost(xs_try_[0], theta_try_));
+             for (int k = 0; k < n; ++k) {
+               step_ = alpha * dx.row(k).transpose();
+               integrate(xs[k], step_, xs_try_[k]);
+             } cost = priorCost(xs_try_[0], theta_try_));
   std::vector<std::string> errors(n);
 #pragma omp parallel for schedule(dynamic) num_threads(options.threads)
   for (int k = 0; k < n; ++k) {
@@ -577,7 +591,8 @@ double Solver::tryStep(double alpha, double& gap_l1) {
       kn.trial_gap = 0.0;
       if (!kn.terminal) {
         ws_try_[k] = ws[k] + alpha * dw.row(k).transpose();
-        kn.trial_cost += 0.5 * ws_try_[k].dot(kn.W * ws_try_[k]);
+        kn.ww.noalias() = kn.W * ws_try_[k];
+        kn.trial_cost += 0.5 * ws_try_[k].dot(kn.ww);
         kn.gw.tail(nv_) = ws_try_[k];
         integrate(t.xnext, kn.gw, kn.y_try);
         difference(xs_try_[k + 1], kn.y_try, kn.c_try);

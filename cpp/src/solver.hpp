@@ -88,7 +88,7 @@ struct Knot {
   Mat Hr;
   Vec gr;
   // preallocated scratch (no allocation per knot per iteration; linearizeKnot's matrices are per thread)
-  Vec gw, y_try, c_try, next;
+  Vec gw, y_try, c_try, next, ww;  // ww: W w
   bool terminal = false;
   bool forward_ready = false;  // data holds calc() at (xs[k], pi) (the accepted trial): calcDiff skips the forward
   bool linearized = false;     // data/A/C/fbar/gap/Fth/Rth/cost hold the linearisation at (xs[k], xs[k+1], ws[k], theta)
@@ -187,7 +187,7 @@ class Solver {
   std::vector<Mat> Vxx_, Vxth_, Vthth_, K_, P_;
   Mat xi_;
   std::vector<Vec> xs_try_, ws_try_;
-  Vec theta_try_, pi_try_;
+  Vec theta_try_, pi_try_, step_;  // step_: a trial's state step alpha dx_k (ndx)
   Vec dx0_;
   Mat arrival_hess_;
   Vec arrival_grad_, prior_grad_;
