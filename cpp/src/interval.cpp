@@ -82,7 +82,6 @@ Mat3 frameRotation(const PinModel& m, const PinData& kin, int frame_id) {
 // kept out of the knots' data, because the knots' working set over an iteration exceeds the caches. Each is sized on
 // first use (no allocation afterwards, as long as the models' sizes do not change)
 struct DiffScratch {
-  Mat jq, jv;                                  // dIntegrate (nv, nv)
   Mat v_dq, v_dv, a_dq, a_dv, a_da, jac;       // frame derivatives (6, nv)
   Mat dh_dx, dh_dpi;                           // specific-force Jacobians (3, ndx), (3, npi)
   Mat y_reg, reg;                              // the payload parent joint's regressor columns (nv, 10), times A
@@ -94,8 +93,6 @@ void fit(Mat& m, Eigen::Index rows, Eigen::Index cols) {
 
 DiffScratch& diffScratch(const IntervalModel& m) {
   thread_local DiffScratch s;
-  fit(s.jq, m.nv, m.nv);
-  fit(s.jv, m.nv, m.nv);
   for (Mat* f : {&s.v_dq, &s.v_dv, &s.a_dq, &s.a_dv, &s.a_da, &s.jac}) fit(*f, 6, m.nv);
   fit(s.dh_dx, 3, m.ndx);
   fit(s.dh_dpi, 3, m.npi);
@@ -229,6 +226,8 @@ void IntervalData::reset(const IntervalModel& m) {
   dvdyn_dx = Mat::Zero(nv, ndx);
   dvdyn_dx.rightCols(nv).setIdentity();
   dvdyn_dpi = Mat::Zero(nv, npi);
+  jq = Mat::Zero(nv, nv);  // Pinocchio writes the joints' diagonal blocks only
+  jv = Mat::Zero(nv, nv);
   proj = Mat::Zero(nv, nv);
   y_imp = Mat::Zero(nv, 10);
   minv = Mat::Zero(nv, nv);
@@ -373,13 +372,12 @@ void IntervalModel::dynamicsDiff(IntervalData& d, const Vec& x) const {
     dvn_dx.rightCols(nv).diagonal().array() += 1.0;
     dvn_dpi = dt * d.da_dpi;
   }
-  s.jq.setZero();  // Pinocchio writes the joints' diagonal blocks only; all of jq is added to Fx
-  PIN_CALL(pin::dIntegrate(d.model, q, d.dq, s.jq, pin::ARG0));
-  PIN_CALL(pin::dIntegrate(d.model, q, d.dq, s.jv, pin::ARG1));
-  s.jv *= dt;
-  jointBlockProduct(d.model, s.jv, dvn_dx, d.Fx.topRows(nv));
-  d.Fx.topLeftCorner(nv, nv) += s.jq;
-  jointBlockProduct(d.model, s.jv, dvn_dpi, d.Fp.topRows(nv));
+  PIN_CALL(pin::dIntegrate(d.model, q, d.dq, d.jq, pin::ARG0));
+  PIN_CALL(pin::dIntegrate(d.model, q, d.dq, d.jv, pin::ARG1));
+  d.jv *= dt;
+  jointBlockProduct(d.model, d.jv, dvn_dx, d.Fx.topRows(nv));
+  d.Fx.topLeftCorner(nv, nv) += d.jq;
+  jointBlockProduct(d.model, d.jv, dvn_dpi, d.Fp.topRows(nv));
 }
 
 void IntervalModel::kinematics(IntervalData& d, const Vec& x, bool diff) const {

@@ -144,6 +144,9 @@ class IntervalData {
   pinocchio::ProximalSettings settings, settings_imp;
   Vec tau, vdyn, a, lam, vnext, dq, zero_v, dv, pi_joint, p_act, pi;
   Mat da_dx, da_dtau, da_dpi, dvdyn_dx, dvdyn_dpi, proj, y_imp, minv, a_v, y_act;
+  // dIntegrate's Jacobians at (q, dq = dt v') of the last calcDiff, joint-block-diagonal (nv, nv): jq = d(q (+) dq)/dq,
+  // jv = dt d(q (+) dq)/d(dq); Fx's configuration rows are [jq 0] + jv Fx's velocity rows (the solver factors A so)
+  Mat jq, jv;
   // measurement scratch (the linearisation's matrix scratch is per thread, interval.cpp DiffScratch)
   Vec h;
 };

@@ -81,6 +81,9 @@ struct Knot {
   Mat W;
   Vec w0;
   Mat Fth, Rth, A, C;          // linearisation
+  // A's and C's configuration rows factored (joint-block-diagonal (nv, nv) each): A = [M1 0; 0 0] + [D; I] A_v and
+  // C = [D; I] C_v with A_v, C_v their velocity rows (q' = q (+) dt v'): M1 = g jq, D = g jv (IntervalData jq, jv)
+  Mat M1, D;
   Vec gap, fbar, y;
   // the measurements' Gauss-Newton blocks over (dx_k, dtheta) at the linearisation, J = [Rx Rth]: Hr = J^T J
   // (symmetric, (ndx + ntheta)^2), gr = J^T r; formed once per linearisation (in the parallel knot loop) and read by
