@@ -144,6 +144,22 @@ void jointBlockProduct(const PinModel& m, const Mat& B, const Eigen::Ref<const M
   }
 }
 
+void jointBlockProductRight(const PinModel& m, const Eigen::Ref<const Mat>& M, const Mat& B, Eigen::Ref<Mat> out) {
+  for (int i = 1; i < m.njoints; ++i) {
+    const int o = m.idx_vs[i], n = m.nvs[i];
+    if (n == 1) out.col(o) = B(o, o) * M.col(o);
+    else out.middleCols(o, n) = M.middleCols(o, n).lazyProduct(B.block(o, o, n, n));
+  }
+}
+
+void jointBlockProductT(const PinModel& m, const Mat& B, const Eigen::Ref<const Mat>& M, Eigen::Ref<Mat> out) {
+  for (int i = 1; i < m.njoints; ++i) {
+    const int o = m.idx_vs[i], n = m.nvs[i];
+    if (n == 1) out.row(o) = B(o, o) * M.row(o);
+    else out.middleRows(o, n) = B.block(o, o, n, n).transpose().lazyProduct(M.middleRows(o, n));
+  }
+}
+
 // a 1-DoF joint's block inverts as a scalar, a free flyer's 6x6 block as a fixed-size matrix (no allocation)
 void jointBlockInverse(const PinModel& m, const Mat& B, Mat& out) {
   out.setZero(B.rows(), B.cols());

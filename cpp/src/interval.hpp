@@ -38,6 +38,9 @@ class IntervalData;
 // dDifference): out = B M and B^-1 from the joints' diagonal blocks only (a free-flyer's 6x6, a revolute joint's 1x1),
 // ~10x fewer flops than the dense products on a legged robot
 void jointBlockProduct(const PinModel& m, const Mat& B, const Eigen::Ref<const Mat>& M, Eigen::Ref<Mat> out);
+// out = M B and out = B^T M
+void jointBlockProductRight(const PinModel& m, const Eigen::Ref<const Mat>& M, const Mat& B, Eigen::Ref<Mat> out);
+void jointBlockProductT(const PinModel& m, const Mat& B, const Eigen::Ref<const Mat>& M, Eigen::Ref<Mat> out);
 void jointBlockInverse(const PinModel& m, const Mat& B, Mat& out);
 
 class IntervalModel {

@@ -73,23 +73,6 @@ Mat pinvSym(const Mat& m, double rcond) {
   return es.eigenvectors() * inv.asDiagonal() * es.eigenvectors().transpose();
 }
 
-// products with a joint-block-diagonal B (nv, nv) (see jointBlockProduct): out = M B and out = B^T M
-void jointBlockProductRight(const PinModel& m, const Eigen::Ref<const Mat>& M, const Mat& B, Eigen::Ref<Mat> out) {
-  for (int i = 1; i < m.njoints; ++i) {
-    const int o = m.idx_vs[i], n = m.nvs[i];
-    if (n == 1) out.col(o) = B(o, o) * M.col(o);
-    else out.middleCols(o, n) = M.middleCols(o, n).lazyProduct(B.block(o, o, n, n));
-  }
-}
-
-void jointBlockProductT(const PinModel& m, const Mat& B, const Eigen::Ref<const Mat>& M, Eigen::Ref<Mat> out) {
-  for (int i = 1; i < m.njoints; ++i) {
-    const int o = m.idx_vs[i], n = m.nvs[i];
-    if (n == 1) out.row(o) = B(o, o) * M.row(o);
-    else out.middleRows(o, n) = B.block(o, o, n, n).transpose().lazyProduct(M.middleRows(o, n));
-  }
-}
-
 // Riccati sweep of the knots n-1..0 (the terminal knot's value function is in Vxx[n] ...). NV: the number of
 // velocities when known at compile time (the state tangent is 2 NV, the noise acts on the velocities only: B = G =
 // [0; I]), Eigen::Dynamic otherwise; theta's size stays dynamic. The workspace is sized once per sweep.
