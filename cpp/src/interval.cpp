@@ -489,9 +489,11 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
       case MK::SpecificForce: {
         const Mat3 rot = frameRotation(d.model, kin_acc, s.frame_id);
         if (!diff) {
-          h = (from_dynamics ? frameClassicalAccelerationFromDynamics(d.model, kin_acc, d.a, s.frame_id)
-                             : Vec3(pin::getFrameClassicalAcceleration(d.model, kin_acc, s.frame_id, pin::LOCAL).linear())) -
-              rot.transpose() * g;
+          const Vec3 acc =
+              from_dynamics
+                  ? frameClassicalAccelerationFromDynamics(d.model, kin_acc, d.a, s.frame_id)
+                  : Vec3(pin::getFrameClassicalAcceleration(d.model, kin_acc, s.frame_id, pin::LOCAL).linear());
+          h = acc - rot.transpose() * g;
           if (s.bias_start >= 0) h += d.pi.segment<3>(s.bias_start);
           r.noalias() = s.W * (d.z.segment(zo, n) - h);
           break;
@@ -507,8 +509,8 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
         sc.a_dq.setZero();
         sc.a_dv.setZero();
         sc.a_da.setZero();
-        PIN_CALL(pin::getFrameAccelerationDerivatives(d.model, kin_acc, s.frame_id, pin::LOCAL, sc.v_dq, sc.a_dq, sc.a_dv,
-                                             sc.a_da));
+        PIN_CALL(pin::getFrameAccelerationDerivatives(d.model, kin_acc, s.frame_id, pin::LOCAL, sc.v_dq, sc.a_dq,
+                                                      sc.a_dv, sc.a_da));
         const Eigen::Matrix<double, 3, Eigen::Dynamic> df_dq =
             sc.a_dq.topRows(3) + cross * sc.v_dq - pin::skew(gb) * sc.a_da.bottomRows(3);
         const Eigen::Matrix<double, 3, Eigen::Dynamic> df_dvd = sc.a_dv.topRows(3) + cross * sc.a_da;

@@ -78,8 +78,9 @@ Mat pinvSym(const Mat& m, double rcond) {
 // [0; I]), Eigen::Dynamic otherwise; theta's size stays dynamic. The workspace is sized once per sweep.
 template <int NV>
 void riccatiSweep(const PinModel& pm, const std::vector<Knot>& knots, const std::vector<Vec>& ws, int nv, int nth,
-                  double reg, std::vector<Vec>& Vx, std::vector<Vec>& Vth, std::vector<Mat>& Vxx, std::vector<Mat>& Vxth,
-                  std::vector<Mat>& Vthth, std::vector<Vec>& kk, std::vector<Mat>& KK, std::vector<Mat>& PP) {
+                  double reg, std::vector<Vec>& Vx, std::vector<Vec>& Vth, std::vector<Mat>& Vxx,
+                  std::vector<Mat>& Vxth, std::vector<Mat>& Vthth, std::vector<Vec>& kk, std::vector<Mat>& KK,
+                  std::vector<Mat>& PP) {
   constexpr int NX = NV == Eigen::Dynamic ? Eigen::Dynamic : 2 * NV;
   using Dyn = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic>;
   using MatXX = Eigen::Matrix<double, NX, NX>;
@@ -489,7 +490,8 @@ void Solver::backwardPass(double reg) {
   if (nv == 18)  // the Go1 (and any 12-joint floating-base robot): fixed-size blocks
     riccatiSweep<18>(state_model_->model, knots_, ws, nv, nth, reg, Vx_, Vth_, Vxx_, Vxth_, Vthth_, k_, K_, P_);
   else
-    riccatiSweep<Eigen::Dynamic>(state_model_->model, knots_, ws, nv, nth, reg, Vx_, Vth_, Vxx_, Vxth_, Vthth_, k_, K_, P_);
+    riccatiSweep<Eigen::Dynamic>(state_model_->model, knots_, ws, nv, nth, reg, Vx_, Vth_, Vxx_, Vxth_, Vthth_, k_, K_,
+                                 P_);
 }
 
 void Solver::arrival(double reg, std::string& method) {
