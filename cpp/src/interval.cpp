@@ -78,6 +78,49 @@ Mat3 frameRotation(const PinModel& m, const PinData& kin, int frame_id) {
   return kin.oMi[f.parentJoint].rotation() * f.placement.rotation();
 }
 
+// the linearisation's scratch matrices, one set per thread (whatever a call needs later is copied out within it):
+// kept out of the knots' data, because the knots' working set over an iteration exceeds the caches. Each is sized on
+// first use (no allocation afterwards, as long as the models' sizes do not change)
+struct DiffScratch {
+  Mat v_dq, v_dv, a_dq, a_dv, a_da, jac;       // frame derivatives (6, nv)
+  Mat dh_dx, dh_dpi;                           // specific-force Jacobians (3, ndx), (3, npi)
+  Mat y_reg, reg;                              // the payload parent joint's regressor columns (nv, 10), times A
+};
+
+void fit(Mat& m, Eigen::Index rows, Eigen::Index cols) {
+  if (m.rows() != rows || m.cols() != cols) m.setZero(rows, cols);
+}
+
+DiffScratch& diffScratch(const IntervalModel& m) {
+  thread_local DiffScratch s;
+  for (Mat* f : {&s.v_dq, &s.v_dv, &s.a_dq, &s.a_dv, &s.a_da, &s.jac}) fit(*f, 6, m.nv);
+  fit(s.dh_dx, 3, m.ndx);
+  fit(s.dh_dpi, 3, m.npi);
+  fit(s.y_reg, m.nv, 10);
+  fit(s.reg, m.nv, 10);
+  return s;
+}
+
+// a frame's LOCAL velocity and classical acceleration from what constraintDynamics leaves in pd: oMi, ov (world), J
+// (world), oa (world, the drift without the ddq term: forwardKinematics' a_i = oMi^-1 (oa_i + sum J_j ddq_j over
+// the supporting joints j)). The same quantities as getFrameVelocity / getFrameClassicalAcceleration after
+// forwardKinematics(q, v, ddq), without the kinematics pass (all of the robot's joints) for the few measured frames
+pin::Motion frameVelocityFromDynamics(const PinModel& m, const PinData& pd, int frame_id) {
+  const pin::Frame& f = m.frames[frame_id];
+  return f.placement.actInv(pd.oMi[f.parentJoint].actInv(pd.ov[f.parentJoint]));
+}
+
+Vec3 frameClassicalAccelerationFromDynamics(const PinModel& m, const PinData& pd, const Vec& ddq, int frame_id) {
+  const pin::Frame& f = m.frames[frame_id];
+  const pin::JointIndex j = f.parentJoint;
+  Eigen::Matrix<double, 6, 1> oa = pd.oa[j].toVector();
+  for (const pin::JointIndex i : m.supports[j])
+    if (i > 0) oa.noalias() += pd.J.middleCols(m.idx_vs[i], m.nvs[i]) * ddq.segment(m.idx_vs[i], m.nvs[i]);
+  const pin::Motion a = f.placement.actInv(pd.oMi[j].actInv(pin::Motion(oa)));
+  const pin::Motion v = frameVelocityFromDynamics(m, pd, frame_id);
+  return a.linear() + v.angular().cross(v.linear());
+}
+
 // the joint-torque regressor's columns of joint j's body (nv, 10) from kinematics at (q, v, a) (kin: v, a, oMi, J):
 // the body's force regressor Y(v_j, a_j - g_j) (gravity as an upward acceleration, as computeJointTorqueRegressor)
 // mapped to the supporting joints' torques, J_i^T (0X_j^* Y) in world axes, zero on the other joints
@@ -98,6 +141,22 @@ void jointBlockProduct(const PinModel& m, const Mat& B, const Eigen::Ref<const M
     const int o = m.idx_vs[i], n = m.nvs[i];
     if (n == 1) out.row(o) = B(o, o) * M.row(o);
     else out.middleRows(o, n) = B.block(o, o, n, n).lazyProduct(M.middleRows(o, n));
+  }
+}
+
+void jointBlockProductRight(const PinModel& m, const Eigen::Ref<const Mat>& M, const Mat& B, Eigen::Ref<Mat> out) {
+  for (int i = 1; i < m.njoints; ++i) {
+    const int o = m.idx_vs[i], n = m.nvs[i];
+    if (n == 1) out.col(o) = B(o, o) * M.col(o);
+    else out.middleCols(o, n) = M.middleCols(o, n).lazyProduct(B.block(o, o, n, n));
+  }
+}
+
+void jointBlockProductT(const PinModel& m, const Mat& B, const Eigen::Ref<const Mat>& M, Eigen::Ref<Mat> out) {
+  for (int i = 1; i < m.njoints; ++i) {
+    const int o = m.idx_vs[i], n = m.nvs[i];
+    if (n == 1) out.row(o) = B(o, o) * M.row(o);
+    else out.middleRows(o, n) = B.block(o, o, n, n).transpose().lazyProduct(M.middleRows(o, n));
   }
 }
 
@@ -136,7 +195,12 @@ ConstraintModels IntervalModel::constraintModels(const PinModel& m, const std::v
 
 std::unique_ptr<IntervalData> IntervalModel::createData() const { return std::make_unique<IntervalData>(*this); }
 
-IntervalData::IntervalData(const IntervalModel& m) : model(m.model), pdata(model), aux(model) { reset(m); }
+IntervalData::IntervalData(const IntervalModel& m, std::shared_ptr<PinocchioState> shared)
+    : state(shared ? std::move(shared) : std::make_shared<PinocchioState>(m.model)), model(state->model),
+      pdata(state->pdata), aux(state->aux), pdata_imp(state->pdata_imp), kin_acc(state->kin_acc),
+      cmodels(state->cmodels), cmodels_imp(state->cmodels_imp), cdatas(state->cdatas), cdatas_imp(state->cdatas_imp) {
+  reset(m);
+}
 
 void IntervalData::reset(const IntervalModel& m) {
   const int nv = m.nv, ndx = m.ndx, npi = m.npi;
@@ -178,23 +242,13 @@ void IntervalData::reset(const IntervalModel& m) {
   dvdyn_dx = Mat::Zero(nv, ndx);
   dvdyn_dx.rightCols(nv).setIdentity();
   dvdyn_dpi = Mat::Zero(nv, npi);
+  jq = Mat::Zero(nv, nv);  // Pinocchio writes the joints' diagonal blocks only
+  jv = Mat::Zero(nv, nv);
   proj = Mat::Zero(nv, nv);
   y_imp = Mat::Zero(nv, 10);
   minv = Mat::Zero(nv, nv);
   a_v = Mat::Zero(nv, nv);
   y_act = Mat::Zero(m.nj, m.n_act);
-  reg = Mat::Zero(nv, 10);
-  y_reg = Mat::Zero(nv, 10);
-  dh_dx = Mat::Zero(m.nj > 3 ? m.nj : 3, ndx);
-  dh_dpi = Mat::Zero(3, npi);
-  v_dq = Mat::Zero(6, nv);
-  v_dv = Mat::Zero(6, nv);
-  a_dq = Mat::Zero(6, nv);
-  a_dv = Mat::Zero(6, nv);
-  a_da = Mat::Zero(6, nv);
-  jac = Mat::Zero(6, nv);
-  jq = Mat::Zero(nv, nv);
-  jv = Mat::Zero(nv, nv);
   h = Vec::Zero(m.nj > 3 ? m.nj : 3);
 }
 
@@ -252,6 +306,7 @@ void IntervalModel::dynamicsDiff(IntervalData& d, const Vec& x) const {
   const auto q = x.head(nq);
   const auto v = x.tail(nv);
   const bool impulse = !impulse_frames_.empty(), contacts = !contact_frames_.empty();
+  DiffScratch& s = diffScratch(*this);
   d.dvdyn_dpi.setZero();
   if (impulse) {
     PinData& pdi = d.pdata_imp;
@@ -294,13 +349,13 @@ void IntervalModel::dynamicsDiff(IntervalData& d, const Vec& x) const {
   d.da_dpi.setZero();
   if (!payload_on_universe_) {
     if (kinematicsFromDynamics()) {
-      PIN_CALL(bodyTorqueRegressor(d.model, pd, payload_joint_, d.y_reg));
+      PIN_CALL(bodyTorqueRegressor(d.model, pd, payload_joint_, s.y_reg));
     } else {
       PIN_CALL(pin::computeJointTorqueRegressor(d.model, d.aux, q, d.vdyn, d.a));
-      d.y_reg = d.aux.jointTorqueRegressor.middleCols(reg_cols_, 10);
+      s.y_reg = d.aux.jointTorqueRegressor.middleCols(reg_cols_, 10);
     }
-    d.reg.noalias() = d.y_reg * A_;
-    d.da_dpi.leftCols(10).noalias() = -d.da_dtau * d.reg;
+    s.reg.noalias() = s.y_reg * A_;
+    d.da_dpi.leftCols(10).noalias() = -d.da_dtau * s.reg;
   }
   if (n_groups_) {
     const auto vj = d.vdyn.tail(nj);
@@ -325,8 +380,14 @@ void IntervalModel::dynamicsDiff(IntervalData& d, const Vec& x) const {
   // v' = v+ + dt a ;  q' = q (+) dt v'
   auto dvn_dx = d.Fx.bottomRows(nv);
   auto dvn_dpi = d.Fp.bottomRows(nv);
-  dvn_dx = dt * d.da_dx + d.dvdyn_dx;
-  dvn_dpi = dt * d.da_dpi + d.dvdyn_dpi;
+  if (impulse) {
+    dvn_dx = dt * d.da_dx + d.dvdyn_dx;
+    dvn_dpi = dt * d.da_dpi + d.dvdyn_dpi;
+  } else {  // v+ = v: dvdyn_dx = [0 I], dvdyn_dpi = 0 (the same sums, without reading them)
+    dvn_dx = dt * d.da_dx;
+    dvn_dx.rightCols(nv).diagonal().array() += 1.0;
+    dvn_dpi = dt * d.da_dpi;
+  }
   PIN_CALL(pin::dIntegrate(d.model, q, d.dq, d.jq, pin::ARG0));
   PIN_CALL(pin::dIntegrate(d.model, q, d.dq, d.jv, pin::ARG1));
   d.jv *= dt;
@@ -336,7 +397,7 @@ void IntervalModel::dynamicsDiff(IntervalData& d, const Vec& x) const {
 }
 
 void IntervalModel::kinematics(IntervalData& d, const Vec& x, bool diff) const {
-  if (!needs_kin_ || (diff && kinematicsFromDynamics())) return;
+  if (!needs_kin_ || kinematicsFromDynamics()) return;
   const auto q = x.head(nq);
   const auto v = x.tail(nv);
   auto fk = [&](PinData& data, const Eigen::Ref<const Vec>& vv, const Eigen::Ref<const Vec>& aa) {
@@ -356,10 +417,9 @@ void IntervalModel::kinematics(IntervalData& d, const Vec& x, bool diff) const {
 }
 
 PinData& IntervalModel::kinematicsData(IntervalData& d) const {
-  // calc at a stance knot without impulse: forwardKinematics(q, v, a) into pdata rewrites oMi and liMi bit for bit
-  // (same joint placements, same q) and writes v_i, a_i, which computeConstraintDynamicsDerivatives (the only later
-  // reader of pdata, via calcDiffAfterCalc) overwrites before reading; it reads ov, oa only from constraintDynamics,
-  // which forwardKinematics leaves. The trial then touches one pinocchio::Data instead of two (smaller working set).
+  // at a stance knot without impulse, calc's measurements take the measured frames' kinematics from what
+  // constraintDynamics leaves in pdata (frameVelocityFromDynamics, frameClassicalAccelerationFromDynamics, oMi):
+  // no kinematics pass, and pdata is left as constraintDynamics leaves it for calcDiffAfterCalc
   return kinematicsFromDynamics() ? d.pdata : d.aux;
 }
 
@@ -368,6 +428,8 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
   PinData& kin_x = kinematicsData(d);  // the knot's kinematics (see kinematics)
   PinData& kin_acc = impulse ? d.kin_acc : kin_x;
   const Eigen::Vector3d g = d.model.gravity.linear();
+  DiffScratch& sc = diffScratch(*this);
+  const bool from_dynamics = !diff && kinematicsFromDynamics();  // calc: kin_x holds constraintDynamics' fields only
   for (size_t i = 0; i < measurements.size(); ++i) {
     const MeasurementSpec& s = measurements[i];
     const int zo = z_offsets[i], ro = r_offsets[i], n = s.nr;
@@ -375,7 +437,6 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
     auto Rx = d.Rx.middleRows(ro, n);
     auto Rp = d.Rp.middleRows(ro, n);
     auto h = d.h.head(n);
-    auto dh = d.dh_dx.topRows(n);
     switch (s.kind) {
       case MK::JointPosition:
         h = x.segment(nq - nj, nj);
@@ -390,18 +451,19 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
       case MK::Gyro:
       case MK::ContactVelocity: {
         const bool angular = s.kind == MK::Gyro;
-        const pin::Motion vel = pin::getFrameVelocity(d.model, kin_x, s.frame_id, pin::LOCAL);
+        const pin::Motion vel = from_dynamics ? frameVelocityFromDynamics(d.model, kin_x, s.frame_id)
+                                              : pin::getFrameVelocity(d.model, kin_x, s.frame_id, pin::LOCAL);
         h = angular ? Vec(vel.angular()) : Vec(vel.linear());
         if (s.bias_start >= 0) h += d.pi.segment<3>(s.bias_start);
         r.noalias() = s.W * (d.z.segment(zo, n) - h);
         if (diff) {
-          d.v_dq.setZero();  // Pinocchio fills only the columns of the frame's supporting joints
-          d.v_dv.setZero();
-          PIN_CALL(pin::getFrameVelocityDerivatives(d.model, kin_x, s.frame_id, pin::LOCAL, d.v_dq, d.v_dv));
+          sc.v_dq.setZero();  // Pinocchio fills only the columns of the frame's supporting joints
+          sc.v_dv.setZero();
+          PIN_CALL(pin::getFrameVelocityDerivatives(d.model, kin_x, s.frame_id, pin::LOCAL, sc.v_dq, sc.v_dv));
           const int row = angular ? 3 : 0;
           // 3-row products: coefficient-wise (a dynamic-size GEMM's set-up costs more than the product)
-          Rx.leftCols(nv) = -s.W.lazyProduct(d.v_dq.middleRows(row, 3));
-          Rx.rightCols(nv) = -s.W.lazyProduct(d.v_dv.middleRows(row, 3));
+          Rx.leftCols(nv) = -s.W.lazyProduct(sc.v_dq.middleRows(row, 3));
+          Rx.rightCols(nv) = -s.W.lazyProduct(sc.v_dv.middleRows(row, 3));
           if (s.bias_start >= 0) { Rp.setZero(); Rp.middleCols(s.bias_start, 3) = -s.W; }
         }
         break;
@@ -415,20 +477,23 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
         const Vec3 e = pin::log3(err);
         r.noalias() = s.W * e;
         if (diff) {
-          d.jac.setZero();
-          PIN_CALL(pin::getFrameJacobian(d.model, kin_x, s.frame_id, pin::LOCAL, d.jac));
+          sc.jac.setZero();
+          PIN_CALL(pin::getFrameJacobian(d.model, kin_x, s.frame_id, pin::LOCAL, sc.jac));
           Mat3 jlog;
           pin::Jlog3(err, jlog);
           Rx.setZero();
-          Rx.leftCols(nv).noalias() = -s.W * (jlog * err.transpose() * d.jac.bottomRows(3));
+          Rx.leftCols(nv).noalias() = -s.W * (jlog * err.transpose() * sc.jac.bottomRows(3));
         }
         break;
       }
       case MK::SpecificForce: {
         const Mat3 rot = frameRotation(d.model, kin_acc, s.frame_id);
         if (!diff) {
-          h = pin::getFrameClassicalAcceleration(d.model, kin_acc, s.frame_id, pin::LOCAL).linear() -
-              rot.transpose() * g;
+          const Vec3 acc =
+              from_dynamics
+                  ? frameClassicalAccelerationFromDynamics(d.model, kin_acc, d.a, s.frame_id)
+                  : Vec3(pin::getFrameClassicalAcceleration(d.model, kin_acc, s.frame_id, pin::LOCAL).linear());
+          h = acc - rot.transpose() * g;
           if (s.bias_start >= 0) h += d.pi.segment<3>(s.bias_start);
           r.noalias() = s.W * (d.z.segment(zo, n) - h);
           break;
@@ -440,19 +505,20 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
         const Vec3 gb = rot.transpose() * g;
         h = pin::getFrameAcceleration(d.model, kin_acc, s.frame_id, pin::LOCAL).linear() +
             cross.leftCols(3) * vel.linear() - gb;
-        d.v_dq.setZero();  // only the supporting joints' columns are written
-        d.a_dq.setZero();
-        d.a_dv.setZero();
-        d.a_da.setZero();
-        PIN_CALL(pin::getFrameAccelerationDerivatives(d.model, kin_acc, s.frame_id, pin::LOCAL, d.v_dq, d.a_dq, d.a_dv,
-                                             d.a_da));
+        sc.v_dq.setZero();  // only the supporting joints' columns are written
+        sc.a_dq.setZero();
+        sc.a_dv.setZero();
+        sc.a_da.setZero();
+        PIN_CALL(pin::getFrameAccelerationDerivatives(d.model, kin_acc, s.frame_id, pin::LOCAL, sc.v_dq, sc.a_dq,
+                                                      sc.a_dv, sc.a_da));
         const Eigen::Matrix<double, 3, Eigen::Dynamic> df_dq =
-            d.a_dq.topRows(3) + cross * d.v_dq - pin::skew(gb) * d.a_da.bottomRows(3);
-        const Eigen::Matrix<double, 3, Eigen::Dynamic> df_dvd = d.a_dv.topRows(3) + cross * d.a_da;
-        auto dhp = d.dh_dpi;
-        dh.noalias() = d.a_da.topRows(3) * d.da_dx;
+            sc.a_dq.topRows(3) + cross * sc.v_dq - pin::skew(gb) * sc.a_da.bottomRows(3);
+        const Eigen::Matrix<double, 3, Eigen::Dynamic> df_dvd = sc.a_dv.topRows(3) + cross * sc.a_da;
+        auto& dh = sc.dh_dx;
+        auto& dhp = sc.dh_dpi;
+        dh.noalias() = sc.a_da.topRows(3) * d.da_dx;
         dh.leftCols(nv) += df_dq;
-        dhp.noalias() = d.a_da.topRows(3) * d.da_dpi;
+        dhp.noalias() = sc.a_da.topRows(3) * d.da_dpi;
         if (!impulse) {
           dh.rightCols(nv) += df_dvd;
         } else {
@@ -484,7 +550,11 @@ void IntervalModel::calcDiff(IntervalData& d, const Vec& x, const Vec& pi) const
 }
 
 void IntervalModel::calcDiffAfterCalc(IntervalData& d, const Vec& x, const Vec& pi) const {
-  if (contact_frames_.empty()) forward(d, x, pi, true);  // without contacts calcDiff's forward differs (ABA derivatives)
+  if (contact_frames_.empty()) {
+    forward(d, x, pi, true);  // without contacts calcDiff's forward differs (ABA derivatives)
+  } else {
+    setParameters(d, pi);  // the state's model may be shared: its parameters are those of the last call on it
+  }
   derivatives(d, x);
 }
 

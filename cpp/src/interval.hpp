@@ -38,6 +38,9 @@ class IntervalData;
 // dDifference): out = B M and B^-1 from the joints' diagonal blocks only (a free-flyer's 6x6, a revolute joint's 1x1),
 // ~10x fewer flops than the dense products on a legged robot
 void jointBlockProduct(const PinModel& m, const Mat& B, const Eigen::Ref<const Mat>& M, Eigen::Ref<Mat> out);
+// out = M B and out = B^T M
+void jointBlockProductRight(const PinModel& m, const Eigen::Ref<const Mat>& M, const Mat& B, Eigen::Ref<Mat> out);
+void jointBlockProductT(const PinModel& m, const Mat& B, const Eigen::Ref<const Mat>& M, Eigen::Ref<Mat> out);
 void jointBlockInverse(const PinModel& m, const Mat& B, Mat& out);
 
 class IntervalModel {
@@ -78,10 +81,11 @@ class IntervalModel {
   ConstraintModels constraintModels(const PinModel& m, const std::vector<int>& frames) const;
   // stance knot without impulse: computeConstraintDynamicsDerivatives leaves in pdata what
   // computeForwardKinematicsDerivatives(q, v, a) would (oMi, liMi, v, a, ov, oa, J, dJ at this very (q, v, a)), so
-  // the linearisation takes the payload regressor and the measurements' kinematics from it (no second pass)
+  // the linearisation takes the payload regressor and the measurements' kinematics from it (no second pass); calc
+  // takes the measured frames' kinematics from constraintDynamics' world-frame fields (no kinematics pass either)
   bool kinematicsFromDynamics() const { return impulse_frames_.empty() && !contact_frames_.empty(); }
   // the data holding the knot's kinematics for the measurements: at such a stance knot pdata (calcDiff: from the
-  // derivatives; calc: forwardKinematics into pdata after constraintDynamics), elsewhere aux
+  // derivatives; calc: constraintDynamics' oMi, ov, oa, J), elsewhere aux
   PinData& kinematicsData(IntervalData& d) const;
 
   std::vector<int> contact_frames_, impulse_frames_;
@@ -100,36 +104,53 @@ class IntervalModel {
   bool needs_kin_ = false, uses_acc_ = false;
 };
 
+// a knot's Pinocchio state: the robot with the parameters of the last calc / calcDiff (armature, payload inertia: set
+// by every call) and the Pinocchio datas. A knot's linearisation data and its trial data share one (the solver
+// evaluates a knot's two datas one after the other, never concurrently): one Pinocchio working set per knot, as
+// a solver with one data per knot. Sharing keeps what calcDiffAfterCalc reads, because the trial that is accepted is
+// the last call on the state before the next linearisation.
+struct PinocchioState {
+  explicit PinocchioState(const PinModel& m) : model(m), pdata(model), aux(model) {}
+  // model: the dynamics' robot (~10x smaller than one pinocchio::Data); pdata: the forward dynamics (kept between
+  // calc and calcDiffAfterCalc; at a stance knot without impulse also the knot's kinematics, after calc and after
+  // calcDiff); aux: scratch within one call, first for M^-1 and the regressor (copied out), then the knot's
+  // kinematics for the measurements (the others); pdata_imp: the impulse (only with impulse frames); kin_acc:
+  // kinematics after the impulse (only with impulse frames and a specific force, allocated on first use)
+  PinModel model;
+  PinData pdata, aux, pdata_imp, kin_acc;
+  ConstraintModels cmodels, cmodels_imp;
+  ConstraintDatas cdatas, cdatas_imp;
+};
+
 class IntervalData {
  public:
-  explicit IntervalData(const IntervalModel& m);
+  // shared: the Pinocchio state of another data of the same model (a knot's trial shares its linearisation data's),
+  // null: an own state
+  explicit IntervalData(const IntervalModel& m, std::shared_ptr<PinocchioState> shared = nullptr);
   // every member but the pinocchio::Data (pdata, aux, pdata_imp / kin_acc if present) to m's fresh values (the
   // constructor's body). Not a fresh data when the Data were used with another contact set: Pinocchio keeps state
   // there (the results differ, test/test_compiled_memory.py), so the shift does not recycle data across phases
   void reset(const IntervalModel& m);
+  // the Pinocchio state (declared first: the references below point into it)
+  std::shared_ptr<PinocchioState> state;
   // inputs and results (as the Python IntervalData)
   Vec u, z, xnext, r;
   Mat Fx, Fp, Rx, Rp;
-  // number of allocated pinocchio::Data held by this data (2 without impulse; +1 impulse, +1 kinematics after the
-  // impulse when a specific force is measured)
+  // number of allocated pinocchio::Data held by this data's state (2 without impulse; +1 impulse, +1 kinematics
+  // after the impulse when a specific force is measured)
   int pinocchioDatas() const;
-  // dynamics: the robot with this data's parameters (armature, payload inertia), set by every calc / calcDiff (the
-  // pi-dependent inertias make it per data; it is ~10x smaller than one pinocchio::Data)
-  PinModel model;
-  // pdata: the forward dynamics (kept between calc and calcDiffAfterCalc; at a stance knot without impulse also the
-  // knot's kinematics, after calc and after calcDiff); aux: scratch within one call, first for M^-1 and the regressor
-  // (copied out), then the knot's kinematics for the measurements (the others); pdata_imp: the impulse
-  // (only with impulse frames); kin_acc: kinematics after the impulse (only with impulse frames and a specific force,
-  // allocated on first use)
-  PinData pdata, aux, pdata_imp, kin_acc;
-  ConstraintModels cmodels, cmodels_imp;
-  ConstraintDatas cdatas, cdatas_imp;
+  // the state's members (see PinocchioState)
+  PinModel& model;
+  PinData &pdata, &aux, &pdata_imp, &kin_acc;
+  ConstraintModels &cmodels, &cmodels_imp;
+  ConstraintDatas &cdatas, &cdatas_imp;
   pinocchio::ProximalSettings settings, settings_imp;
   Vec tau, vdyn, a, lam, vnext, dq, zero_v, dv, pi_joint, p_act, pi;
-  Mat da_dx, da_dtau, da_dpi, dvdyn_dx, dvdyn_dpi, proj, y_imp, minv, a_v, y_act, reg,
-      y_reg;  // y_reg: the payload parent joint's regressor columns (nv, 10)
-  // measurement scratch
-  Mat dh_dx, dh_dpi, v_dq, v_dv, a_dq, a_dv, a_da, jac, jq, jv;
+  Mat da_dx, da_dtau, da_dpi, dvdyn_dx, dvdyn_dpi, proj, y_imp, minv, a_v, y_act;
+  // dIntegrate's Jacobians at (q, dq = dt v') of the last calcDiff, joint-block-diagonal (nv, nv): jq = d(q (+) dq)/dq,
+  // jv = dt d(q (+) dq)/d(dq); Fx's configuration rows are [jq 0] + jv Fx's velocity rows (the solver factors A so)
+  Mat jq, jv;
+  // measurement scratch (the linearisation's matrix scratch is per thread, interval.cpp DiffScratch)
   Vec h;
 };
 

@@ -77,9 +77,10 @@ Mat pinvSym(const Mat& m, double rcond) {
 // velocities when known at compile time (the state tangent is 2 NV, the noise acts on the velocities only: B = G =
 // [0; I]), Eigen::Dynamic otherwise; theta's size stays dynamic. The workspace is sized once per sweep.
 template <int NV>
-void riccatiSweep(const std::vector<Knot>& knots, const std::vector<Vec>& ws, int nv, int nth, double reg,
-                  std::vector<Vec>& Vx, std::vector<Vec>& Vth, std::vector<Mat>& Vxx, std::vector<Mat>& Vxth,
-                  std::vector<Mat>& Vthth, std::vector<Vec>& kk, std::vector<Mat>& KK, std::vector<Mat>& PP) {
+void riccatiSweep(const PinModel& pm, const std::vector<Knot>& knots, const std::vector<Vec>& ws, int nv, int nth,
+                  double reg, std::vector<Vec>& Vx, std::vector<Vec>& Vth, std::vector<Mat>& Vxx,
+                  std::vector<Mat>& Vxth, std::vector<Mat>& Vthth, std::vector<Vec>& kk, std::vector<Mat>& KK,
+                  std::vector<Mat>& PP) {
   constexpr int NX = NV == Eigen::Dynamic ? Eigen::Dynamic : 2 * NV;
   using Dyn = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic>;
   using MatXX = Eigen::Matrix<double, NX, NX>;
@@ -104,6 +105,12 @@ void riccatiSweep(const std::vector<Knot>& knots, const std::vector<Vec>& ws, in
   Eigen::LLT<MatVV> llt(nv);
   MatVX xw(nv, nx);  // L^-1 Q_wx with Q_ww = L L^T
   MatVT xt(nv, nth);  // L^-1 Q_wth
+  // with A = [M1 0; 0 0] + [D; I] A_v, C = [D; I] C_v (Knot): vb = Vxx [D; I], bt = [D; I]^T (Vxx A)
+  MatXV vb(nx, nv), vm(nx, nv);
+  MatVX bt(nv, nx);
+  MatVV mt(nv, nv);
+  MatVT ct(nv, nth), ct1(nv, nth);
+  constexpr int NVc = NV == Eigen::Dynamic ? Eigen::Dynamic : NV;
   for (int k = n - 1; k >= 0; --k) {
     const Knot& kn = knots[k];
     const Eigen::Map<const MatXX> vxx(Vxx[k + 1].data(), nx, nx), A(kn.A.data(), nx, nx);
@@ -114,8 +121,15 @@ void riccatiSweep(const std::vector<Knot>& knots, const std::vector<Vec>& ws, in
     vxp.noalias() += vxx * fbar;
     vthp = Vth[k + 1];
     vthp.noalias() += vxth.transpose() * fbar;
-    va.noalias() = vxx * A;
-    vxxc.noalias() = vxx * C;
+    const auto Av = A.template bottomRows<NVc>(nv);
+    const auto Cv = C.bottomRows(nv);
+    // Vxx A = vb A_v + [Vxx_(:,q) M1, 0], Vxx C = vb C_v: about half the flops of the dense products
+    jointBlockProductRight(pm, vxx.leftCols(nv), kn.D, vb);
+    vb += vxx.template rightCols<NVc>(nv);
+    va.noalias() = vb * Av;
+    jointBlockProductRight(pm, vxx.leftCols(nv), kn.M1, vm);
+    va.leftCols(nv) += vm;
+    vxxc.noalias() = vb * Cv;
     vc = vxth + vxxc;
     qx = kn.gr.head(nx);
     qx.noalias() += A.transpose() * vxp;
@@ -125,13 +139,22 @@ void riccatiSweep(const std::vector<Knot>& knots, const std::vector<Vec>& ws, in
     qth.noalias() += C.transpose() * vxp;
     // Q_xx, Q_xx - Q_xw Q_ww^-1 Q_wx and V_xx are symmetric: their lower triangle is computed, V_xx mirrored
     qxx = kn.Hr.topLeftCorner(nx, nx);
-    qxx.template triangularView<Eigen::Lower>() += A.transpose() * va;
+    // A^T (Vxx A) = A_v^T bt + [M1^T (Vxx A)_q; 0]: the M1 term on the configuration rows' lower triangle only
+    jointBlockProductT(pm, kn.D, va.topRows(nv), bt);
+    bt += va.template bottomRows<NVc>(nv);
+    qxx.template triangularView<Eigen::Lower>() += Av.transpose() * bt;
+    jointBlockProductT(pm, kn.M1, va.topLeftCorner(nv, nv), mt);
+    qxx.topLeftCorner(nv, nv) += mt;
     // A^T Vxx B = (Vxx A)^T's velocity columns (Vxx symmetric)
     qxw = va.template bottomRows<NV == Eigen::Dynamic ? Eigen::Dynamic : NV>(nv).transpose();
     qww = W + vxx.template bottomRightCorner<NV == Eigen::Dynamic ? Eigen::Dynamic : NV,
                                              NV == Eigen::Dynamic ? Eigen::Dynamic : NV>(nv, nv);
     qxth = kn.Hr.topRightCorner(nx, nth);
-    qxth.noalias() += A.transpose() * vc;
+    jointBlockProductT(pm, kn.D, vc.topRows(nv), ct);
+    ct += vc.bottomRows(nv);
+    qxth.noalias() += Av.transpose() * ct;
+    jointBlockProductT(pm, kn.M1, vc.topRows(nv), ct1);
+    qxth.topRows(nv) += ct1;
     qwth = vc.template bottomRows<NV == Eigen::Dynamic ? Eigen::Dynamic : NV>(nv);
     cv.noalias() = C.transpose() * vxth;
     qthth = kn.Hr.bottomRightCorner(nth, nth) + Vthth[k + 1] + cv + cv.transpose();
@@ -167,7 +190,8 @@ void riccatiSweep(const std::vector<Knot>& knots, const std::vector<Vec>& ws, in
 // the measurements' Gauss-Newton blocks of a linearised knot: Hr = J^T J, gr = J^T r with J = [Rx Rth]. The joint
 // encoder rows are -W on their joints' columns (no pi part): their W^T W is added to that diagonal block; the other
 // measurements' rows are gathered in jr for one symmetric rank update
-void measurementGram(Knot& kn, const IntervalData& d) {
+// (jr: the thread's scratch, at least (nr, ndx + ntheta))
+void measurementGram(Knot& kn, const IntervalData& d, Mat& jr) {
   using MK = MeasurementSpec::Kind;
   const IntervalModel& m = *kn.model;
   const int ndx = static_cast<int>(d.Rx.cols()), nth = static_cast<int>(kn.Rth.cols());
@@ -183,13 +207,13 @@ void measurementGram(Knot& kn, const IntervalData& d) {
       kn.gr.segment(c, n).noalias() -= s.W.transpose() * d.r.segment(ro, n);
       continue;
     }
-    kn.jr.middleRows(rows, n).leftCols(ndx) = d.Rx.middleRows(ro, n);
-    kn.jr.middleRows(rows, n).rightCols(nth) = kn.Rth.middleRows(ro, n);
+    jr.middleRows(rows, n).leftCols(ndx) = d.Rx.middleRows(ro, n);
+    jr.middleRows(rows, n).rightCols(nth) = kn.Rth.middleRows(ro, n);
     kn.gr.head(ndx).noalias() += d.Rx.middleRows(ro, n).transpose() * d.r.segment(ro, n);
     kn.gr.tail(nth).noalias() += kn.Rth.middleRows(ro, n).transpose() * d.r.segment(ro, n);
     rows += n;
   }
-  kn.Hr.selfadjointView<Eigen::Lower>().rankUpdate(kn.jr.topRows(rows).transpose());
+  kn.Hr.selfadjointView<Eigen::Lower>().rankUpdate(jr.topRows(rows).transpose());
   kn.Hr.triangularView<Eigen::StrictlyUpper>() = kn.Hr.transpose();
 }
 
@@ -230,7 +254,7 @@ Knot Solver::makeKnot(const std::shared_ptr<const IntervalModel>& m, const Noise
   Knot kn;
   kn.model = m;
   kn.data = m->createData();
-  kn.trial = m->createData();
+  kn.trial = std::make_unique<IntervalData>(*m, kn.data->state);  // one Pinocchio state per knot
   ++timings.knots_allocated;
   kn.terminal = terminal;
   kn.W.setZero(nv_, nv_);
@@ -240,10 +264,11 @@ Knot Solver::makeKnot(const std::shared_ptr<const IntervalModel>& m, const Noise
   kn.Fth.setZero(ndx_, nth);
   kn.Rth.setZero(m->nr, nth);
   kn.Hr.setZero(ndx_ + nth, ndx_ + nth);
-  kn.jr.setZero(m->nr, ndx_ + nth);
   kn.gr.setZero(ndx_ + nth);
   kn.A.setZero(ndx_, ndx_);
   kn.C.setZero(ndx_, nth);
+  kn.M1.setZero(nv_, nv_);
+  kn.D.setZero(nv_, nv_);
   kn.gap.setZero(ndx_);
   kn.fbar.setZero(ndx_);
   kn.y.setZero(nx_);
@@ -251,10 +276,7 @@ Knot Solver::makeKnot(const std::shared_ptr<const IntervalModel>& m, const Noise
   kn.y_try.setZero(nx_);
   kn.c_try.setZero(ndx_);
   kn.next.setZero(ndx_);
-  kn.jd0.setZero(nv_, nv_);
-  kn.jd1.setZero(nv_, nv_);
-  kn.emat.setZero(nv_, nv_);
-  kn.g.setZero(nv_, nv_);
+  kn.ww.setZero(nv_);
   return kn;
 }
 
@@ -355,39 +377,59 @@ double Solver::priorLinearize(const Vec& x0, const Vec& th, Vec& grad, Mat& hess
 }
 
 // ------------------------------------------------------------------------------------------------ linearisation
+namespace {
+// linearizeKnot's scratch, one set per thread: kept out of the knots, whose working set over an iteration exceeds
+// the caches. Sized on first use; jr grows to the largest knot's rows (no allocation afterwards)
+struct LinearizeScratch {
+  Mat jr, jd0, jd1, emat, g;
+};
+
+LinearizeScratch& linearizeScratch(int nr, int ncols, int nv) {
+  thread_local LinearizeScratch s;
+  if (s.jr.rows() < nr || s.jr.cols() != ncols) s.jr.setZero(std::max<Eigen::Index>(nr, s.jr.rows()), ncols);
+  for (Mat* m : {&s.jd0, &s.jd1, &s.emat, &s.g})
+    if (m->rows() != nv) m->setZero(nv, nv);
+  return s;
+}
+}  // namespace
+
 void Solver::linearizeKnot(int k) {
   Knot& kn = knots_[k];
   IntervalData& d = *kn.data;
+  LinearizeScratch& s = linearizeScratch(kn.model->nr, ndx_ + param_.size(), nv_);
   if (kn.forward_ready)
     MCOE_TIMED("linearise: IntervalModel::calcDiffAfterCalc", kn.model->calcDiffAfterCalc(d, xs[k], pi));
   else
     MCOE_TIMED("linearise: IntervalModel::calcDiff", kn.model->calcDiff(d, xs[k], pi));
   kn.forward_ready = false;
   kn.Rth.noalias() = d.Rp * dpi;
-  MCOE_TIMED("measurementGram", measurementGram(kn, d));
+  MCOE_TIMED("measurementGram", measurementGram(kn, d, s.jr));
   kn.cost = 0.5 * d.r.squaredNorm();
   kn.linearized = true;
   if (kn.terminal) return;
   PinTimer maps_timer("linearise: gap + transition maps", false);
   kn.Fth.noalias() = d.Fp * dpi;
   const Vec& w = ws[k];
-  kn.cost += 0.5 * w.dot(kn.W * w);
+  kn.ww.noalias() = kn.W * w;
+  kn.cost += 0.5 * w.dot(kn.ww);
   kn.gw.tail(nv_) = w;  // G w: the noise has no q part (head stays 0)
   integrate(d.xnext, kn.gw, kn.y);
   difference(xs[k + 1], kn.y, kn.gap);
-  PIN_CALL(pin::dDifference(state_model_->model, xs[k + 1].head(nq_), kn.y.head(nq_), kn.jd0, pin::ARG0));
-  PIN_CALL(pin::dDifference(state_model_->model, xs[k + 1].head(nq_), kn.y.head(nq_), kn.jd1, pin::ARG1));
+  PIN_CALL(pin::dDifference(state_model_->model, xs[k + 1].head(nq_), kn.y.head(nq_), s.jd0, pin::ARG0));
+  PIN_CALL(pin::dDifference(state_model_->model, xs[k + 1].head(nq_), kn.y.head(nq_), s.jd1, pin::ARG1));
   // dDifference's Jacobians are block-diagonal by joint, and so are emat and g
   const PinModel& pm = state_model_->model;
-  jointBlockInverse(pm, kn.jd0, kn.emat);
-  kn.emat = -kn.emat;
-  jointBlockProduct(pm, kn.emat, kn.jd1, kn.g);  // times dIntegrate(f, G w)_q = 1 (the noise has no q part)
+  jointBlockInverse(pm, s.jd0, s.emat);
+  s.emat = -s.emat;
+  jointBlockProduct(pm, s.emat, s.jd1, s.g);  // times dIntegrate(f, G w)_q = 1 (the noise has no q part)
   kn.A.bottomRows(nv_) = d.Fx.bottomRows(nv_);
-  jointBlockProduct(pm, kn.g, d.Fx.topRows(nv_), kn.A.topRows(nv_));
+  jointBlockProduct(pm, s.g, d.Fx.topRows(nv_), kn.A.topRows(nv_));
   kn.C.bottomRows(nv_) = kn.Fth.bottomRows(nv_);
-  jointBlockProduct(pm, kn.g, kn.Fth.topRows(nv_), kn.C.topRows(nv_));
+  jointBlockProduct(pm, s.g, kn.Fth.topRows(nv_), kn.C.topRows(nv_));
+  jointBlockProduct(pm, s.g, d.jq, kn.M1);
+  jointBlockProduct(pm, s.g, d.jv, kn.D);
   kn.fbar.tail(nv_) = kn.gap.tail(nv_);
-  kn.fbar.head(nv_).noalias() = kn.emat * kn.gap.head(nv_);
+  kn.fbar.head(nv_).noalias() = s.emat * kn.gap.head(nv_);
 }
 
 double Solver::calcDiff(bool reuse) {
@@ -446,9 +488,10 @@ void Solver::backwardPass(double reg) {
     Vthth_[n] = t.Hr.bottomRightCorner(nth, nth);
   }
   if (nv == 18)  // the Go1 (and any 12-joint floating-base robot): fixed-size blocks
-    riccatiSweep<18>(knots_, ws, nv, nth, reg, Vx_, Vth_, Vxx_, Vxth_, Vthth_, k_, K_, P_);
+    riccatiSweep<18>(state_model_->model, knots_, ws, nv, nth, reg, Vx_, Vth_, Vxx_, Vxth_, Vthth_, k_, K_, P_);
   else
-    riccatiSweep<Eigen::Dynamic>(knots_, ws, nv, nth, reg, Vx_, Vth_, Vxx_, Vxth_, Vthth_, k_, K_, P_);
+    riccatiSweep<Eigen::Dynamic>(state_model_->model, knots_, ws, nv, nth, reg, Vx_, Vth_, Vxx_, Vxth_, Vthth_, k_, K_,
+                                 P_);
 }
 
 void Solver::arrival(double reg, std::string& method) {
@@ -520,16 +563,23 @@ void Solver::computeDirection(double reg, double& d1, double& d2, std::string& m
   d1 = prior_grad_.dot(e);
   d2 = e.dot(prior_hess_ * e);
   dx.row(0) = dx0_.transpose();
-  Vec v, dxk(ndx_), dwk(nv_), wdw(nv_);
+  // preallocated (no allocation per knot): v up to the largest knot's residual rows
+  int nr_max = 0;
+  for (const Knot& kn : knots_) nr_max = std::max(nr_max, kn.model->nr);
+  Vec v_all(nr_max), dxk(ndx_), dwk(nv_), wdw(nv_), xik(ndx_);
   for (int k = 0; k <= N(); ++k) {
     const Knot& kn = knots_[k];
     const IntervalData& d = *kn.data;
     dxk = dx.row(k).transpose();
-    v = d.Rx * dxk + kn.Rth * dtheta;
+    auto v = v_all.head(d.Rx.rows());
+    v.noalias() = d.Rx * dxk;
+    v.noalias() += kn.Rth * dtheta;
     d1 += d.r.dot(v);
     d2 += v.squaredNorm();
     if (kn.terminal) break;
-    dwk = -(k_[k] + K_[k] * dxk + P_[k] * dtheta);
+    dwk = -k_[k];
+    dwk.noalias() -= K_[k] * dxk;
+    dwk.noalias() -= P_[k] * dtheta;
     dw.row(k) = dwk.transpose();
     wdw.noalias() = kn.W * dwk;
     d1 += ws[k].dot(wdw);
@@ -540,7 +590,10 @@ void Solver::computeDirection(double reg, double& d1, double& d2, std::string& m
     kw.next.noalias() += kn.C * dtheta;
     kw.next.tail(nv_) += dwk;
     dx.row(k + 1) = kw.next.transpose();
-    xi_.row(k + 1) = (Vx_[k + 1] + Vxx_[k + 1] * kw.next + Vxth_[k + 1] * dtheta).transpose();
+    xik = Vx_[k + 1];
+    xik.noalias() += Vxx_[k + 1] * kw.next;
+    xik.noalias() += Vxth_[k + 1] * dtheta;
+    xi_.row(k + 1) = xik.transpose();
   }
 }
 
@@ -551,8 +604,10 @@ double Solver::tryStep(double alpha, double& gap_l1) {
   param_.pi(theta_try_, pi_try_);
   double cost = 0.0;
   MCOE_TIMED("trial: states + prior cost",
-             for (int k = 0; k < n; ++k) integrate(xs[k], alpha * dx.row(k).transpose(), xs_try_[k]);
-             cost = priorCost(xs_try_[0], theta_try_));
+             for (int k = 0; k < n; ++k) {
+               step_ = alpha * dx.row(k).transpose();
+               integrate(xs[k], step_, xs_try_[k]);
+             } cost = priorCost(xs_try_[0], theta_try_));
   std::vector<std::string> errors(n);
 #pragma omp parallel for schedule(dynamic) num_threads(options.threads)
   for (int k = 0; k < n; ++k) {
@@ -564,7 +619,8 @@ double Solver::tryStep(double alpha, double& gap_l1) {
       kn.trial_gap = 0.0;
       if (!kn.terminal) {
         ws_try_[k] = ws[k] + alpha * dw.row(k).transpose();
-        kn.trial_cost += 0.5 * ws_try_[k].dot(kn.W * ws_try_[k]);
+        kn.ww.noalias() = kn.W * ws_try_[k];
+        kn.trial_cost += 0.5 * ws_try_[k].dot(kn.ww);
         kn.gw.tail(nv_) = ws_try_[k];
         integrate(t.xnext, kn.gw, kn.y_try);
         difference(xs_try_[k + 1], kn.y_try, kn.c_try);
@@ -919,7 +975,6 @@ void Solver::shift(int k, const std::vector<std::shared_ptr<const IntervalModel>
       kn.trial->reset(*m);
       kn.model = m;
       kn.Rth.setZero(m->nr, nth);
-      kn.jr.setZero(m->nr, ndx_ + nth);
     }
     kn.terminal = terminal_;
     kn.linearized = kn.forward_ready = false;

@@ -81,15 +81,17 @@ struct Knot {
   Mat W;
   Vec w0;
   Mat Fth, Rth, A, C;          // linearisation
+  // A's and C's configuration rows factored (joint-block-diagonal (nv, nv) each): A = [M1 0; 0 0] + [D; I] A_v and
+  // C = [D; I] C_v with A_v, C_v their velocity rows (q' = q (+) dt v'): M1 = g jq, D = g jv (IntervalData jq, jv)
+  Mat M1, D;
   Vec gap, fbar, y;
   // the measurements' Gauss-Newton blocks over (dx_k, dtheta) at the linearisation, J = [Rx Rth]: Hr = J^T J
   // (symmetric, (ndx + ntheta)^2), gr = J^T r; formed once per linearisation (in the parallel knot loop) and read by
   // the Riccati sweep and the marginalisation (a knot kept by a shift is not formed again)
-  Mat Hr, jr;
+  Mat Hr;
   Vec gr;
-  // preallocated scratch (no allocation per knot per iteration)
-  Vec gw, y_try, c_try, next;
-  Mat jd0, jd1, emat, g;
+  // preallocated scratch (no allocation per knot per iteration; linearizeKnot's matrices are per thread)
+  Vec gw, y_try, c_try, next, ww;  // ww: W w
   bool terminal = false;
   bool forward_ready = false;  // data holds calc() at (xs[k], pi) (the accepted trial): calcDiff skips the forward
   bool linearized = false;     // data/A/C/fbar/gap/Fth/Rth/cost hold the linearisation at (xs[k], xs[k+1], ws[k], theta)
@@ -188,7 +190,7 @@ class Solver {
   std::vector<Mat> Vxx_, Vxth_, Vthth_, K_, P_;
   Mat xi_;
   std::vector<Vec> xs_try_, ws_try_;
-  Vec theta_try_, pi_try_;
+  Vec theta_try_, pi_try_, step_;  // step_: a trial's state step alpha dx_k (ndx)
   Vec dx0_;
   Mat arrival_hess_;
   Vec arrival_grad_, prior_grad_;
