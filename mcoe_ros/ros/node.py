@@ -21,8 +21,8 @@ computes; the node lowers the interpreter's switch interval to :data:`GIL_SWITCH
 waits at most about that long for it. The thread that spins the executor runs under SCHED_FIFO at
 ``node.sensor_priority`` when the system permits it (:meth:`EstimatorNode.raise_sensor_priority`): on a busy
 machine another process woken on its core -- the odometry's own subscriber, woken by the publish -- then cannot
-preempt it in the middle of a message (in-node latency p99 0.44-0.52 vs 0.71-0.85 ms at 500 Hz under load, side by
-side, ``docs/performance.md``).
+preempt it in the middle of a message (whole-run in-node latency p99 0.41-0.44 vs 0.87-1.66 ms at 500 Hz under load,
+side by side, ``docs/performance.md`` run 12).
 
 Outputs (relative names, so they follow the node namespace): ``odom`` (nav_msgs/Odometry), ``pose``
 (PoseWithCovarianceStamped) at input rate, ``solve/odom`` at solve rate, ``payload/inertia``,
