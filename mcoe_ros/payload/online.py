@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections import deque
 
 import numpy as np
-from scipy.signal import savgol_coeffs
 
 from mcoe_ros.multibody.imu import states_from_imu
 from mcoe_ros.multibody.robot import RobotModel
@@ -46,6 +45,8 @@ class OnlinePayloadRls:
         self.robot = robot
         self.regressor = PayloadRegressor(robot)
         self.n = sg_window_samples(window, dt, polyorder)
+        from scipy.signal import savgol_coeffs  # lazy: scipy.signal costs ~0.7 s of start-up
+
         self.smooth = savgol_coeffs(self.n, polyorder, deriv=0, use="dot")
         self.deriv = savgol_coeffs(self.n, polyorder, deriv=1, delta=dt, use="dot")
         self.offset = np.zeros(10) if offset is None else np.asarray(offset, dtype=float)

@@ -44,7 +44,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pinocchio as pin
-from scipy.signal import savgol_filter
 
 from mcoe_ros.multibody.contact import ContactDetector
 from mcoe_ros.multibody.imu import states_from_imu
@@ -72,6 +71,8 @@ def sg_filter(x: np.ndarray, dt: float, window: float, polyorder: int = 2) -> tu
     x = np.asarray(x, dtype=float)
     if x.shape[0] < n:
         raise ValueError(f"need at least {n} samples for a {window} s SG window, got {x.shape[0]}")
+    from scipy.signal import savgol_filter  # lazy: scipy.signal costs ~0.7 s of start-up
+
     smooth = savgol_filter(x, n, polyorder, deriv=0, axis=0, mode="interp")
     deriv = savgol_filter(x, n, polyorder, deriv=1, delta=dt, axis=0, mode="interp")
     return smooth, deriv
