@@ -3,7 +3,8 @@ property of the simulator biases the OE's payload (mostly its vertical CoM).
 
 Each row simulates the suite's sway (4 s, 5 kg off-centre payload, seed :data:`rs.SEED`) with a base profile of
 ``benchmarks/realism_suite.py`` (``feet`` or ``real``) plus ONE change of the simulator's contact flags (the later
-flag wins), then runs the OE with the default configuration and with the overrides of ``--variant`` (default
+flag wins; row ``base/change``; ``base/c1+c2`` combines changes; ``no-FIELD`` zeroes one field of the sensor model
+:class:`mcoe_ros.sim.sensors.NoiseConfig`, e.g. ``real/point+no-tau_std``), then runs the OE with the default configuration and with the overrides of ``--variant`` (default
 ``actuator.enabled=false``), and the suite's naive and RLS baselines. Printed per row: mass error %, CoM error per
 payload-frame axis and its norm (mm)::
 
@@ -17,13 +18,16 @@ import argparse
 import os
 import sys
 import tempfile
+from dataclasses import fields, replace
 
 import numpy as np
 
 from mcoe_ros.multibody.inertia import pi_about_com
 from mcoe_ros.multibody.robot import RobotModel
 from mcoe_ros.payload.regression import PayloadRegressor
-from mcoe_ros.sim.cli import main as sim_main
+from mcoe_ros.sim.cli import build_parser, config_from_args
+from mcoe_ros.sim.recorder import record
+from mcoe_ros.sim.sensors import NoiseConfig
 from mcoe_ros.testing.datasets import load_bag
 from mcoe_ros.testing.reporting import parse_overrides
 
@@ -48,16 +52,27 @@ ROWS = ("feet", *(f"feet/{c}" for c in CHANGES if c), "real", *(f"real/{c}" for 
 
 
 def make_bag(row: str, root: str) -> str:
-    """Simulate (or reuse) the row's bag ``base/change`` under ``root``."""
+    """Simulate (or reuse) the row's bag ``base/change[+change...]`` under ``root``."""
     base, _, change = row.partition("/")
-    if base not in rs.PROFILES or change not in CHANGES:
-        raise ValueError(f"unknown row {row!r}, expected base/change with base in {list(rs.PROFILES)}")
-    path = os.path.join(root, f"{CASE.scenario}_{CASE.payload}_{row.replace('/', '_')}_{CASE.seconds:g}s")
+    parts = [c for c in change.split("+") if c]
+    noise_fields = {f.name for f in fields(NoiseConfig)}
+    zeroed = [c[3:] for c in parts if c.startswith("no-")]
+    flags = [c for c in parts if not c.startswith("no-")]
+    if base not in rs.PROFILES or any(c not in CHANGES for c in flags) or any(f not in noise_fields for f in zeroed):
+        raise ValueError(f"unknown row {row!r}: base/change[+change] with base in {list(rs.PROFILES)}, change in "
+                         f"{list(CHANGES)} or no-FIELD of NoiseConfig")
+    name = row.replace("/", "_").replace("+", "_")
+    path = os.path.join(root, f"{CASE.scenario}_{CASE.payload}_{name}_{CASE.seconds:g}s")
     if os.path.exists(os.path.join(path, "sim_metadata.json")):
         return path
-    argv = ["--scenario", f"{CASE.scenario}:{CASE.seconds:g}", *rs.PAYLOADS[CASE.payload], *rs.PROFILES[base]]
-    if sim_main([*argv, *CHANGES[change], "--seed", str(rs.SEED), "--out", path]) != 0:
-        raise RuntimeError(f"mcoe_sim failed for {row}")
+    scenario = f"{CASE.scenario}:{CASE.seconds:g}"
+    argv = ["--scenario", scenario, *rs.PAYLOADS[CASE.payload], *rs.PROFILES[base]]
+    argv += [a for c in flags for a in CHANGES[c]]
+    cfg = config_from_args(build_parser().parse_args([*argv, "--seed", str(rs.SEED), "--out", path]))
+    cfg = replace(cfg, noise=replace(cfg.noise, **{f: 0.0 for f in zeroed}))
+    stats, _ = record(cfg, path, scenario_text=scenario)
+    if stats.fell:
+        raise RuntimeError(f"{path}: the robot fell")
     return path
 
 

@@ -224,6 +224,11 @@ _TABLE: tuple[Param, ...] = (
         "white noise of the reported joint torques, N m (process_model velocity)",
     ),
     Param(
+        "noise.contact_acceleration",
+        "estimator.noise.contact_acceleration",
+        "white noise on each stance foot's contact-constraint acceleration, m/s^2 (rigid, Python solver only)",
+    ),
+    Param(
         "noise.process_velocity",
         "estimator.noise.process_velocity",
         "process noise on velocity per step, m/s or rad/s",
@@ -508,6 +513,7 @@ _BOUNDS = {
     "noise.touchdown_transient": (0.0, 1.0, True),
     **{f"noise.{n}": POSITIVE for n in ("arrival_position", "arrival_velocity")},
     "noise.joint_torque": NONNEGATIVE,
+    "noise.contact_acceleration": NONNEGATIVE,
     "noise.foot_height": NONNEGATIVE,
     "noise.height_random_walk": NONNEGATIVE,
     "payload.prior_mass": POSITIVE,
