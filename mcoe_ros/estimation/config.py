@@ -86,7 +86,7 @@ class NoiseConfig:
     #: white noise on each stance foot's contact-constraint acceleration J a = -γ + w, m/s² (isotropic; process_model
     #: 'velocity', rigid dynamics, Python solver only): the rigid contact holds feet that really move (a soft ground's
     #: sinking under a changing load, a round foot's rolling); adds dt² σ² (da/dw)(da/dw)ᵀ to the interval's velocity
-    #: noise covariance (docs/realism.md, "Contact ablation")
+    #: noise covariance (docs/realism.md, "Foot contact ablation")
     contact_acceleration: float = 0.0
     arrival_position: float = 0.05  #: m or rad
     arrival_velocity: float = 0.5  #: m/s or rad/s
