@@ -16,7 +16,7 @@ sensor noise scale, bias std and random walk, torque quantisation; joint damping
 inertia per joint type (not in the reported torque), torque-constant scale and offset; URDF mass mismatch
 (``--mass-mismatch 0.1 --mismatch-direction lighter``; every link, or the trunk only with ``--mismatch-links
 trunk``); soft round feet (``--foot-condim 6``), ground softness (``--contact-solref``), torsional/rolling friction,
-slippery floor (``--floor-friction 0.3``).
+foot sphere radius (``--foot-radius 0.001``: contact at the foot frame), slippery floor (``--floor-friction 0.3``).
 """
 
 from __future__ import annotations

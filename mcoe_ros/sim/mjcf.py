@@ -18,7 +18,7 @@ built body by body from :class:`mcoe_ros.multibody.robot.RobotModel`:
   from the URDF the estimator uses (seeded); :meth:`Go1Sim.trunk_deviation_pi` gives the trunk's difference;
 * contact options (:class:`ContactConfig`): foot/floor friction (sliding, torsional, rolling), ``condim`` of the
   foot spheres (3 = point contact, 6 = soft round foot with torsional and rolling friction), ``solref``/``solimp``
-  softness of the ground;
+  softness of the ground, the foot spheres' radius;
 * a site ``imu`` at the ``imu_link`` frame with MuJoCo ``framequat``/``gyro``/``accelerometer`` sensors
   (accelerometer = specific force a - g in the site frame);
 * a jointless body ``payload`` welded to the trunk, body frame at the payload CoM (trunk frame,
