@@ -612,6 +612,7 @@ def options_table() -> str:
         ("--torsional-friction", "m (condim 6)", off_c.torsional_friction, on_c.torsional_friction),
         ("--rolling-friction", "m (condim 6)", off_c.rolling_friction, on_c.rolling_friction),
         ("--contact-solref", "ground softness: time constant s, damping ratio", off_c.solref, on_c.solref),
+        ("--foot-radius", "foot collision sphere radius, m", off_c.foot_radius, on_c.foot_radius),
     ]
     lines = ["| flag | meaning | default | --realistic |", "|---|---|---|---|"]
     lines += [f"| `{a}` | {b} | {c} | {d} |" for a, b, c, d in rows]

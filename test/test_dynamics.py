@@ -361,3 +361,43 @@ def test_torque_noise_covariance_is_the_pushed_forward_torque_noise(robot):
 
     jac = numdiff.jacobian(vnext, u) * std
     np.testing.assert_allclose(cov, jac @ jac.T + 1e-4 * np.eye(robot.nv), atol=1e-7 * np.abs(cov).max())
+
+
+@pytest.mark.parametrize("frame", [LOCAL, LWA])
+def test_contact_acceleration_noise_is_the_pushed_forward_constraint_noise(robot, frame):
+    """da/dw of J a = -γ + w (data.da_dw = -(dλ/dτ)ᵀ) against central differences of an explicit KKT solve
+    [[M, Jᵀ], [J, 0]] [a; -λ] = [τ - h; -γ + w] (contact-frame axes), and the covariance dt² σ² (da/dw)(da/dw)ᵀ
+    + floor² 1 of velocity_noise_covariance."""
+    rng = np.random.default_rng(9)
+    dyn = PhaseDynamicsModel(robot, FEET[:3], 0.01, reference_frame=frame)
+    x, u = random_state(robot, rng), rng.normal(size=robot.nj)
+    data = dyn.create_data()
+    dyn.calc_diff(data, x, u, PI)
+    model, q, v = data.model, x[: robot.nq], x[robot.nq :]
+    pdata = model.createData()
+    mass = pin.crba(model, pdata, q)
+    mass = np.triu(mass) + np.triu(mass, 1).T
+    h = pin.nonLinearEffects(model, pdata, q, v)
+    pin.forwardKinematics(model, pdata, q, v, np.zeros(robot.nv))
+    pin.computeJointJacobians(model, pdata, q)
+    pin.updateFramePlacements(model, pdata)
+    fids = [robot.foot_frame_ids[robot.foot_names.index(f)] for f in FEET[:3]]
+    jac = np.vstack([pin.getFrameJacobian(model, pdata, f, frame)[:3] for f in fids])
+    gamma = np.concatenate([pin.getFrameClassicalAcceleration(model, pdata, f, frame).linear for f in fids])
+    kkt = np.block([[mass, jac.T], [jac, np.zeros((9, 9))]])
+
+    def accel(w):
+        return np.linalg.solve(kkt, np.r_[data.tau - h, -gamma + w])[: robot.nv]
+
+    np.testing.assert_allclose(accel(np.zeros(9)), data.a, atol=1e-6 * np.abs(data.a).max())
+    fd = numdiff.jacobian(accel, np.zeros(9))
+    WORST.record("da/dw", data.da_dw, fd)
+    cov = dyn.velocity_noise_covariance(data, np.zeros(robot.nj), 0.01, 0.5)
+    ref = (0.01 * 0.5) ** 2 * fd @ fd.T + 1e-4 * np.eye(robot.nv)
+    np.testing.assert_allclose(cov, ref, atol=1e-7 * np.abs(ref).max())
+    # J (da/dw) = 1: the noise moves the held feet and nothing else of the constraint
+    np.testing.assert_allclose(jac @ data.da_dw, np.eye(9), atol=1e-6)
+    free = PhaseDynamicsModel(robot, (), 0.01)
+    fdata = free.create_data()
+    free.calc_diff(fdata, x, u, PI)
+    np.testing.assert_allclose(free.velocity_noise_covariance(fdata, np.zeros(robot.nj), 0.0, 0.5), 0.0)

@@ -146,3 +146,23 @@ def test_leg_mass_gate_keeps_k_on_windows_without_swing():
     assert [[names[j][:2] for j in leg] for leg in legs] == [[f[:2]] * 3 for f in feed.estimator.robot.foot_names]
     dq = knots[0].joint.dq[legs[0]]
     assert swing_speed(lifted, legs) == pytest.approx(np.sqrt(np.mean(dq**2))) and swing_speed(knots, legs) == 0.0
+
+
+def test_contact_acceleration_noise_runs_the_python_solver_with_shaped_noise():
+    """noise.contact_acceleration > 0: the config refuses the compiled backend and the soft model; 'auto' runs the
+    Python solver, whose knots carry the constraint-shaped noise (information differs from the diagonal floor's)."""
+    with pytest.raises(ConfigError, match="noise.contact_acceleration"):
+        node_config({"noise.contact_acceleration": 30.0, "solver.backend": "compiled"})
+    with pytest.raises(ConfigError, match="noise.contact_acceleration"):
+        node_config({"noise.contact_acceleration": 30.0, "dynamics.model": "soft", "actuator.enabled": False})
+    over = {"noise.contact_acceleration": 30.0, "estimator.window": 0.06, "estimator.tick_period": 0.02}
+    feed = SensorFeed(node_config(over))
+    out = []
+    for _topic, t_ns, msg in iter_messages(SAMPLE_BAG, ["low_state"]):
+        feed.low_state(msg, t_ns * 1e-9)
+        out += feed.poll()
+        if len(out) >= 2:
+            break
+    assert type(feed.estimator.solver).__name__ == "MCOESolver" and out[-1].is_finite()
+    knot = feed.estimator.solver.problem.knots[0]
+    assert not np.allclose(knot.W, np.diag(np.diag(knot.W)))  # shaped by da/dw: not diagonal

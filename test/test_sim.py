@@ -436,3 +436,29 @@ def test_realistic_profile_from_the_cli(tmp_path):
     assert meta["actuator_losses"]["coulomb_Nm"] == list(REALISTIC_LOSSES.coulomb)
     assert meta["contact"]["foot_condim"] == 6 and meta["mass_mismatch"]["scale"] == 0.05
     assert meta["gyro_bias_final"] != meta["gyro_bias"]
+
+
+def test_foot_radius_option_moves_the_contact_to_the_foot_frame(robot):
+    """--foot-radius sets the foot spheres' radius; standing, the foot frames (sphere centres) sit one radius above
+    the floor and the controller keeps the trunk NOMINAL_HEIGHT above them (same posture as the URDF's 2 cm)."""
+    with pytest.raises(ValueError, match="foot radius"):
+        ContactConfig(foot_radius=0.0)
+    centre, trunk = {}, {}
+    for radius in (0.02, 0.001):
+        contact = ContactConfig(foot_radius=radius)
+        ep = Episode(EpisodeConfig(segments=[("stand", 0.6)], payload=PAYLOAD, contact=contact))
+        np.testing.assert_allclose(ep.sim.model.geom_size[ep.sim.foot_geom_ids, 0], radius)
+        feet, base = [], []
+
+        def on_sample(truth, meas, payload, feet=feet, base=base, ep=ep):
+            q, _ = ep.pin_state()
+            data = ep.ctrl.robot.model.createData()
+            pin.framesForwardKinematics(ep.ctrl.robot.model, data, q)
+            feet.append([data.oMf[f].translation[2] for f in ep.ctrl.robot.foot_frame_ids])
+            base.append(truth.base_pos[2])
+
+        ep.run(on_sample)
+        centre[radius], trunk[radius] = np.mean(feet[-50:]), np.mean(base[-50:])
+        assert radius - 0.004 < centre[radius] < radius  # minus the soft constraint's penetration (~2.6 mm)
+    assert centre[0.02] - centre[0.001] == pytest.approx(0.019, abs=1e-3)
+    assert trunk[0.02] - trunk[0.001] == pytest.approx(0.019, abs=1e-3)

@@ -195,6 +195,7 @@ class ProblemBuilder:
         self.torque_noise: np.ndarray | None = None
         #: intervals of a touch-down transient after the knot that starts holding a foot (0: none, see module doc)
         self.transient_length = 0
+        self.contact_noise = 0.0
         if noise.process_model == "velocity":
             self.noise_dims = np.arange(nv, 2 * nv)
             self.noise_info = np.full(nv, noise.process_velocity**-2.0)
@@ -208,12 +209,15 @@ class ProblemBuilder:
                 self.transient_length = int(round(noise.touchdown_transient / config.grid.dt))
             else:  # every interval
                 self.noise_info = self.transient_info
-            if noise.joint_torque > 0.0:
+            #: m/s², white noise on each stance foot's constraint acceleration (0: none; Python solver only)
+            self.contact_noise = noise.contact_acceleration
+            if noise.joint_torque > 0.0 or noise.contact_acceleration > 0.0:
                 torque_std = np.full(robot.nj, noise.joint_torque)
+                contact_std = noise.contact_acceleration
 
                 def noise_model(knot) -> np.ndarray:
                     dyn = knot.model.dynamics
-                    cov = dyn.velocity_noise_covariance(knot.data.dyn, torque_std, 0.0)
+                    cov = dyn.velocity_noise_covariance(knot.data.dyn, torque_std, 0.0, contact_std)
                     return np.linalg.inv(cov + np.linalg.inv(knot.W_base))
 
                 self.noise_model = noise_model

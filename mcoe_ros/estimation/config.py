@@ -46,7 +46,8 @@ class NoiseConfig:
     ``process_model``: 'velocity' puts the process noise on the generalized velocities only (positions follow the
     velocities exactly through the integrator; the noise then enters the Riccati recursion with a trivial Jacobian,
     half the size), 'full' on every tangent coordinate (positions get ``process_position``). With 'velocity' its
-    covariance per interval is dt² (da/dtau) diag(joint_torque²) (da/dtau)ᵀ + Σ_v: the reported joint torques are an
+    covariance per interval is dt² (da/dtau) diag(joint_torque²) (da/dtau)ᵀ [+ dt² contact_acceleration² (da/dw)
+    (da/dw)ᵀ] + Σ_v: the reported joint torques are an
     input with white noise (sensor noise, unmodelled actuator effects) whose effect on the motion depends on the
     configuration and the contacts, plus unmodelled generalized forces Σ_v, the interval's diagonal velocity noise
     (``process_velocity``, ``process_base_linear``, ``process_joint_velocity`` on the intervals ``touchdown_transient``
@@ -82,6 +83,11 @@ class NoiseConfig:
     #: (docs/realism.md, runs 4 and 5)
     touchdown_transient: float = 0.0
     joint_torque: float = 0.0  #: white noise of the reported joint torques, N m (process_model 'velocity' only)
+    #: white noise on each stance foot's contact-constraint acceleration J a = -γ + w, m/s² (isotropic; process_model
+    #: 'velocity', rigid dynamics, Python solver only): the rigid contact holds feet that really move (a soft ground's
+    #: sinking under a changing load, a round foot's rolling); adds dt² σ² (da/dw)(da/dw)ᵀ to the interval's velocity
+    #: noise covariance (docs/realism.md, "Foot contact ablation")
+    contact_acceleration: float = 0.0
     arrival_position: float = 0.05  #: m or rad
     arrival_velocity: float = 0.5  #: m/s or rad/s
 

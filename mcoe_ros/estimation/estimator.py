@@ -394,6 +394,8 @@ class Estimator:
             if compiled.available():
                 velocity_noise = builder.noise_dims is not None
                 reason = compiled.unsupported_models([*running, terminal], self.options, velocity_noise, builder.robust)
+                if reason is None and builder.contact_noise > 0.0:
+                    reason = "noise.contact_acceleration (Python solver only)"
             else:
                 reason = "not built"
             if reason is None:

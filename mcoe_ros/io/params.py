@@ -224,6 +224,11 @@ _TABLE: tuple[Param, ...] = (
         "white noise of the reported joint torques, N m (process_model velocity)",
     ),
     Param(
+        "noise.contact_acceleration",
+        "estimator.noise.contact_acceleration",
+        "white noise on each stance foot's contact-constraint acceleration, m/s^2 (rigid, Python solver only)",
+    ),
+    Param(
         "noise.process_velocity",
         "estimator.noise.process_velocity",
         "process noise on velocity per step, m/s or rad/s",
@@ -508,6 +513,7 @@ _BOUNDS = {
     "noise.touchdown_transient": (0.0, 1.0, True),
     **{f"noise.{n}": POSITIVE for n in ("arrival_position", "arrival_velocity")},
     "noise.joint_torque": NONNEGATIVE,
+    "noise.contact_acceleration": NONNEGATIVE,
     "noise.foot_height": NONNEGATIVE,
     "noise.height_random_walk": NONNEGATIVE,
     "payload.prior_mass": POSITIVE,
@@ -619,6 +625,11 @@ def check_config(cfg: NodeConfig) -> NodeConfig:
         raise ConfigError("parameter 'payload.leg_mass.enabled' needs solver.backend auto or python (not compiled)")
     if cfg.estimator.dynamics.model == "soft" and cfg.estimator.payload.leg_mass.enabled:
         raise ConfigError("parameter 'dynamics.model' 'soft' needs payload.leg_mass.enabled false (no leg mass scale)")
+    if cfg.estimator.noise.contact_acceleration > 0.0:
+        if cfg.estimator.solver.backend == "compiled":
+            raise ConfigError("parameter 'noise.contact_acceleration' needs solver.backend auto or python (not compiled)")
+        if cfg.estimator.dynamics.model != "rigid" or cfg.estimator.noise.process_model != "velocity":
+            raise ConfigError("parameter 'noise.contact_acceleration' needs dynamics.model rigid, process_model velocity")
     return cfg
 
 

@@ -140,13 +140,19 @@ class PhaseDynamicsModel:
         )
 
     def velocity_noise_covariance(
-        self, data: PhaseDynamicsData, torque_std: np.ndarray, floor_std: float
+        self, data: PhaseDynamicsData, torque_std: np.ndarray, floor_std: float, contact_std: float = 0.0
     ) -> np.ndarray:
         """Covariance (nv, nv) of the next velocity caused by white joint-torque noise of std ``torque_std`` (nj,)
         N m over the step, dt² (da/dtau_j) diag(σ²) (da/dtau_j)ᵀ, plus ``floor_std``² (m/s or rad/s) on every velocity
-        (unmodelled forces). Uses da/dtau of the last calc_diff (constrained in contact phases)."""
+        (unmodelled forces), plus white noise w of std ``contact_std`` (m/s², isotropic, per stance foot) on the
+        contact constraint J a = -γ + w (feet that move though held: a soft ground's sinking, a round foot's
+        rolling), dt² σ_c² (da/dw)(da/dw)ᵀ. Uses da/dtau and da/dw of the last calc_diff (constrained in contact
+        phases; no contact term without contacts)."""
         a_j = data.da_dtau[:, self.nv - self.nj :] * (self.dt * np.asarray(torque_std, dtype=float))
         cov = a_j @ a_j.T
+        if contact_std > 0.0 and self.contacts:
+            a_w = data.da_dw * (self.dt * contact_std)
+            cov += a_w @ a_w.T
         cov[np.diag_indices(self.nv)] += floor_std**2
         return cov
 
@@ -291,6 +297,8 @@ class PhaseDynamicsModel:
             pd = data.pdata
             a_q, a_v, a_tau = pd.ddq_dq, pd.ddq_dv, pd.Minv
         data.da_dtau[:] = a_tau
+        if self.contacts:  # KKT symmetry: d a / d(-γ + w) = (d(-λ)/dτ)ᵀ
+            np.negative(pd.dlambda_dtau.T, out=data.da_dw)
         data.da_dpi[:] = 0.0
         data.dlam_dpi[:] = 0.0
         legs = self.layout.leg
@@ -394,6 +402,8 @@ class PhaseDynamicsData:
         self.Fp = np.zeros((ndx, npi))
         self.da_dx = np.zeros((nv, ndx))
         self.da_dtau = np.zeros((nv, nv))  #: da/dtau (generalized forces) of the phase, after calc_diff
+        #: da/dw (nv, nc) of a constraint-acceleration perturbation J a = -γ + w (contact frame axes), after calc_diff
+        self.da_dw = np.zeros((nv, dyn.nc))
         self.da_dpi = np.zeros((nv, npi))
         self.dvdyn_dx = np.zeros((nv, ndx))
         self.dvdyn_dx[:, nv:] = np.eye(nv)

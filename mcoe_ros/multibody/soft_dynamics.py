@@ -73,11 +73,14 @@ class SoftPhaseDynamicsModel:
         return SoftPhaseDynamicsData(self)
 
     def velocity_noise_covariance(
-        self, data: SoftPhaseDynamicsData, torque_std: np.ndarray, floor_std: float
+        self, data: SoftPhaseDynamicsData, torque_std: np.ndarray, floor_std: float, contact_std: float = 0.0
     ) -> np.ndarray:
         """Covariance (nv, nv) of the next velocity under white joint-torque noise of std ``torque_std`` (nj,) N m,
         (dF_v/du) diag(σ²) (dF_v/du)ᵀ, plus ``floor_std``² on every velocity: the rigid model's noise model with
-        the soft step's torque sensitivity (last calc_diff)."""
+        the soft step's torque sensitivity (last calc_diff). ``contact_std`` (the rigid model's constraint noise)
+        must be 0: the soft contact has no constraint."""
+        if contact_std > 0.0:
+            raise ValueError("noise.contact_acceleration needs the rigid contact model (dynamics.model rigid)")
         a_j = data.da_dtau[:, self.nv - self.nj :] * (self.dt * np.asarray(torque_std, dtype=float))
         cov = a_j @ a_j.T
         cov[np.diag_indices(self.nv)] += floor_std**2

@@ -16,7 +16,7 @@ sensor noise scale, bias std and random walk, torque quantisation; joint damping
 inertia per joint type (not in the reported torque), torque-constant scale and offset; URDF mass mismatch
 (``--mass-mismatch 0.1 --mismatch-direction lighter``; every link, or the trunk only with ``--mismatch-links
 trunk``); soft round feet (``--foot-condim 6``), ground softness (``--contact-solref``), torsional/rolling friction,
-slippery floor (``--floor-friction 0.3``).
+foot sphere radius (``--foot-radius 0.001``: contact at the foot frame), slippery floor (``--floor-friction 0.3``).
 """
 
 from __future__ import annotations
@@ -95,6 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--rolling-friction", type=float, default=None, help="m (with --foot-condim 6)")
     r.add_argument("--foot-condim", type=int, default=None, help="3 point foot, 6 soft round foot")
     r.add_argument("--contact-solref", type=float, nargs=2, default=None, metavar=("TIMECONST", "DAMPRATIO"))
+    r.add_argument(
+        "--foot-radius",
+        type=float,
+        default=None,
+        help="foot collision sphere radius, m (default the URDF's 0.02; ~0.001 = contact at the foot frame)",
+    )
     p.add_argument("--start-time", type=float, default=DEFAULT_START_TIME, help="Unix time of the first sample, s")
     p.add_argument("--out", required=True, help="output bag directory (must not exist)")
     return p
@@ -202,6 +208,7 @@ def realism_from_args(args: argparse.Namespace) -> tuple[NoiseConfig, ActuatorLo
             "rolling_friction": "rolling_friction",
             "foot_condim": "foot_condim",
             "contact_solref": "solref",
+            "foot_radius": "foot_radius",
         },
     )
     return noise, losses, contact

@@ -18,7 +18,7 @@ built body by body from :class:`mcoe_ros.multibody.robot.RobotModel`:
   from the URDF the estimator uses (seeded); :meth:`Go1Sim.trunk_deviation_pi` gives the trunk's difference;
 * contact options (:class:`ContactConfig`): foot/floor friction (sliding, torsional, rolling), ``condim`` of the
   foot spheres (3 = point contact, 6 = soft round foot with torsional and rolling friction), ``solref``/``solimp``
-  softness of the ground;
+  softness of the ground, the foot spheres' radius;
 * a site ``imu`` at the ``imu_link`` frame with MuJoCo ``framequat``/``gyro``/``accelerometer`` sensors
   (accelerometer = specific force a - g in the site frame);
 * a jointless body ``payload`` welded to the trunk, body frame at the payload CoM (trunk frame,
@@ -222,8 +222,11 @@ class ContactConfig:
     ``floor_friction`` sliding mu (low = slippery floor); ``torsional_friction`` m and ``rolling_friction`` m
     (MuJoCo's second and third friction coefficients, effective only with ``foot_condim`` 6 = soft round foot);
     ``solref`` (time constant s, damping ratio) and ``solimp`` (MuJoCo impedance) of the foot and floor geoms:
-    a larger time constant is a softer ground (MuJoCo default (0.02, 1)). Realistic soft-foot profile:
-    :data:`SOFT_FEET`."""
+    a larger time constant is a softer ground (MuJoCo default (0.02, 1)); ``foot_radius`` m of the foot collision
+    spheres centred at the URDF's foot frames (0.0005 .. 0.05; the URDF's :data:`FOOT_RADIUS` by default; a
+    near-zero radius puts the contact point at the foot frame, the estimator's point contact; below the URDF's
+    radius the calves get no collision geom, as their boxes end at the foot frame). Realistic
+    soft-foot profile: :data:`SOFT_FEET`."""
 
     floor_friction: float = 0.8
     torsional_friction: float = 0.005
@@ -231,8 +234,11 @@ class ContactConfig:
     foot_condim: int = 3
     solref: tuple[float, float] = (0.02, 1.0)
     solimp: tuple[float, float, float, float, float] = (0.9, 0.95, 0.001, 0.5, 2.0)
+    foot_radius: float = FOOT_RADIUS
 
     def __post_init__(self) -> None:
+        if not 0.0005 <= self.foot_radius <= 0.05:
+            raise ValueError(f"foot radius must be within 0.0005 .. 0.05 m, got {self.foot_radius}")
         if not 0.0 < self.floor_friction <= 3.0:
             raise ValueError(f"floor friction must be within 0 .. 3, got {self.floor_friction}")
         if self.foot_condim not in (1, 3, 4, 6):
@@ -285,12 +291,15 @@ def _add_collision_geoms(spec_bodies: dict, robot: RobotModel, contact: ContactC
                 continue
             geom_kw.update(type=mujoco.mjtGeom.mjGEOM_BOX, size=half)
         elif kind == "Sphere":
-            geom_kw.update(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[float(shape.radius), 0, 0])
+            radius = contact.foot_radius if obj.name.rsplit("_", 1)[0].endswith("_foot") else float(shape.radius)
+            geom_kw.update(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[radius, 0, 0])
         elif kind == "Cylinder":
             geom_kw.update(type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[float(shape.radius), float(shape.halfLength), 0])
         else:
             continue
         name = obj.name.rsplit("_", 1)[0]
+        if name.endswith("_calf") and contact.foot_radius < FOOT_RADIUS:
+            continue  # the calf box ends at the foot frame: it would touch the floor before a smaller foot sphere
         body = spec_bodies[int(obj.parentJoint)]
         if name.endswith("_foot"):
             geom_kw.update(condim=contact.foot_condim)

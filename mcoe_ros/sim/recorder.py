@@ -263,6 +263,7 @@ def record(
             "foot_condim": episode.sim.cfg.contact.foot_condim,
             "solref": list(episode.sim.cfg.contact.solref),
             "solimp": list(episode.sim.cfg.contact.solimp),
+            "foot_radius": episode.sim.cfg.contact.foot_radius,
         },
         "seed": cfg.seed,
         "rates_hz": {"sensors": cfg.rate, "control": cfg.control_rate, "physics": 1.0 / cfg.timestep},

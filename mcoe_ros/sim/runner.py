@@ -110,6 +110,7 @@ class Episode:
             )
         )
         self.ctrl = Go1Controller(RobotModel(self.sim.robot.spec), gains=ControllerGains())
+        self.ctrl.height_offset = cfg.contact.foot_radius - FOOT_RADIUS  # the feet's centres stay NOMINAL_HEIGHT down
         self.sensors = SensorModel(cfg.noise, cfg.seed, cfg.foot_force_scale, dt=1.0 / cfg.rate)
         self.segments = [make_scenario(n, d, self.ctrl.nominal_feet) for n, d in cfg.segments]
         self.n_samples = int(round(cfg.duration * cfg.rate))
@@ -189,7 +190,7 @@ class Episode:
         else:
             known = known_payload_pi(cfg.knows, cfg.payload.mass, cfg.payload.com, cfg.payload.inertia)
             self.ctrl.set_known_payload(known if known is not None else np.zeros(10))
-        sim.reset(np.array([0.0, 0.0, NOMINAL_HEIGHT + FOOT_RADIUS + 0.01]), self.ctrl.q_des)
+        sim.reset(np.array([0.0, 0.0, NOMINAL_HEIGHT + cfg.contact.foot_radius + 0.01]), self.ctrl.q_des)
         stand = make_scenario("stand", max(cfg.settle, 1e-3), self.ctrl.nominal_feet)
         contact = np.ones(4, bool)
         for step in range(int(round(cfg.settle / cfg.timestep))):

@@ -284,6 +284,8 @@ class Go1Controller:
     ):
         self.robot = robot
         self.gains = gains or ControllerGains()
+        #: added to the references' trunk height (m): the simulated foot radius minus :data:`FOOT_RADIUS`
+        self.height_offset = 0.0
         if payload_pi is not None:
             robot.set_payload(payload_pi)
         self.model = robot.model
@@ -327,7 +329,7 @@ class Go1Controller:
             return
         force = np.array([-g.kd_xy * v_world[0], -g.kd_xy * v_world[1], 0.0])
         force[2] = self.mass * GRAVITY * ref.force_scale
-        force[2] += g.kp_z * (ref.height - q_pin[2]) - g.kd_z * v_world[2]
+        force[2] += g.kp_z * (ref.height + self.height_offset - q_pin[2]) - g.kd_z * v_world[2]
         r_des = _rot_rpy(ref.rpy[0], ref.rpy[1], self.yaw0 + ref.rpy[2])
         err = pin.log3(r_des @ rot.T)
         torque = g.kp_rot * err - g.kd_rot * w_world
