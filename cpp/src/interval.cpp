@@ -142,23 +142,25 @@ void bodyTorqueRegressor(const PinModel& m, const PinData& kin, int j, Eigen::Re
 }
 }  // namespace
 
-// the Jacobians of the rigid point-contact dynamics a(q, v, tau) of constraintDynamics (Baumgarte gains 0, as
-// IntervalModel::constraintModels builds them) into pd.ddq_dq, pd.ddq_dv, pd.ddq_dtau (nv, nv), Crocoddyl's KKT route:
-// the inverse dynamics' derivatives ID_x (nv, ndx) at (q, v, a) with the contact forces lambda as external forces (a,
-// lambda held), the contact points' classical acceleration derivatives c_x = d(J a + gamma)/dx (LOCAL, a held) and
-// c_a = J (nc, nv), then with G = (J M^-1 J^T)^-1 J M^-1 (nc, nv)
-//   da/dtau = M^-1 - (J M^-1)^T G      (the top-left block of [M J^T; J 0]^-1)
-//   da/dx = -(da/dtau) ID_x - G^T c_x
-// The exact derivative of the rigid solution. computeConstraintDynamicsDerivatives differentiates the proximal
-// iterations instead, (J M^-1 J^T + mu)^-1 applied settings.iter times, which differs by (mu |Lambda|)^iter
-// relative (~1e-21 at mu 1e-8, 3 iterations). M^-1 from constraintDynamics' factorisation (pd.constraint_chol at this
-// q: its mass-matrix block is undamped). Leaves pd as computeRNEADerivatives(q, v, a) does: oMi, liMi, v, a, ov, oa,
-// J, dJ, dVdq, dAdq, dAdv at this (q, v, a), what computeForwardKinematicsDerivatives(q, v, a) leaves (the
-// measurements read them). Scratch: jminv, g (nc, nv), schur_m (nc, nc) and schur (the knot's data), s
+// the Jacobians of the point-contact dynamics a(q, v, tau) of constraintDynamics (Baumgarte gains 0, as
+// IntervalModel::constraintModels builds them) into pd.ddq_dq, pd.ddq_dv, pd.ddq_dtau (nv, nv), by Crocoddyl's KKT
+// route: the inverse dynamics' derivatives ID_x (nv, ndx) at (q, v, a) with the contact forces as external forces
+// (a, lambda held), the contact points' classical acceleration derivatives c_x (nc, ndx; LOCAL, a held) and
+// c_a = J (nc, nv); with G = P J M^-1 (nc, nv)
+//   da/dtau = M^-1 - (J M^-1)^T G,   da/dx = -(da/dtau) ID_x - G^T c_x.
+// P (nc, nc) is the derivative of the proximal solve (settings: mu, iter = the iterations the forward pass made):
+// lambda_{k+1} = (J M^-1 J^T + mu)^-1 (mu lambda_k + b) gives P = sum_{k < iter} mu^k osim^(k+1) with osim =
+// (J M^-1 J^T + mu)^-1, what computeConstraintDynamicsDerivatives differentiates (the same quantity, round-off
+// apart); P = (J M^-1 J^T)^-1 up to (mu |osim|)^iter (~1e-21 at mu 1e-8, 3 iterations: the rigid KKT inverse's
+// top-left block), and finite for redundant contact sets like the forward pass. M^-1 from constraintDynamics'
+// factorisation (pd.constraint_chol at this q; its mass-matrix block is undamped). Leaves pd as
+// computeRNEADerivatives(q, v, a) does: oMi, liMi, v, a, ov, oa, J, dJ, dVdq, dAdq, dAdv at this (q, v, a), what
+// computeForwardKinematicsDerivatives(q, v, a) leaves (the measurements read them). Scratch: jminv, g (nc, nv), osim,
+// p, p_tmp (nc, nc) and schur (the knot's data), s
 template <typename ConfigVector>
 void contactDynamicsDerivatives(const PinModel& m, PinData& pd, const ConstraintModels& cms,
-                                const ConstraintDatas& cds, const ConfigVector& q, const Vec& v, const Vec& a,
-                                Mat& jminv, Mat& g, Mat& schur_m, Eigen::LLT<Mat>& schur, DiffScratch& s) {
+                                const ConstraintDatas& cds, const pin::ProximalSettings& settings,
+                                const ConfigVector& q, const Vec& v, const Vec& a, IntervalData& d, DiffScratch& s) {
   const int nv = m.nv;
   for (pin::Force& f : s.fext) f.setZero();
   for (size_t k = 0; k < cms.size(); ++k)  // a point contact's force (contact frame) acting at the contact point
@@ -175,16 +177,23 @@ void contactDynamicsDerivatives(const PinModel& m, PinData& pd, const Constraint
                                                          pd.dac_dv.middleRows(r, 3), pd.dac_da.middleRows(r, 3)));
   }
   PIN_CALL(pd.constraint_chol.getInverseMassMatrix(pd.Minv));
-  jminv.noalias() = pd.dac_da * pd.Minv;
-  schur_m.noalias() = jminv * pd.dac_da.transpose();
-  schur.compute(schur_m);
-  g = jminv;
-  schur.solveInPlace(g);
+  d.jminv.noalias() = pd.dac_da * pd.Minv;
+  d.osim.noalias() = d.jminv * pd.dac_da.transpose();
+  d.osim.diagonal().array() += settings.mu;
+  d.schur.compute(d.osim);
+  d.osim.setIdentity();
+  d.schur.solveInPlace(d.osim);
+  d.kkt_p = d.osim;
+  for (int it = 1; it < settings.iter; ++it) {
+    d.kkt_p_tmp.noalias() = settings.mu * d.osim * d.kkt_p;
+    d.kkt_p = d.osim + d.kkt_p_tmp;
+  }
+  d.kkt_g.noalias() = d.kkt_p * d.jminv;
   pd.ddq_dtau = pd.Minv;
-  pd.ddq_dtau.noalias() -= jminv.transpose() * g;
+  pd.ddq_dtau.noalias() -= d.jminv.transpose() * d.kkt_g;
   s.ddq_dx.noalias() = -pd.ddq_dtau * s.id_dx;
-  s.ddq_dx.leftCols(nv).noalias() -= g.transpose() * pd.dac_dq;
-  s.ddq_dx.rightCols(nv).noalias() -= g.transpose() * pd.dac_dv;
+  s.ddq_dx.leftCols(nv).noalias() -= d.kkt_g.transpose() * pd.dac_dq;
+  s.ddq_dx.rightCols(nv).noalias() -= d.kkt_g.transpose() * pd.dac_dv;
   pd.ddq_dq = s.ddq_dx.leftCols(nv);
   pd.ddq_dv = s.ddq_dx.rightCols(nv);
 }
@@ -305,7 +314,9 @@ void IntervalData::reset(const IntervalModel& m) {
   a_v = Mat::Zero(nv, nv);
   jminv = Mat::Zero(m.nc, nv);
   kkt_g = Mat::Zero(m.nc, nv);
-  schur_m = Mat::Zero(m.nc, m.nc);
+  osim = Mat::Zero(m.nc, m.nc);
+  kkt_p = Mat::Zero(m.nc, m.nc);
+  kkt_p_tmp = Mat::Zero(m.nc, m.nc);
   schur = Eigen::LLT<Mat>(m.nc);
   y_act = Mat::Zero(m.nj, m.n_act);
   h = Vec::Zero(m.nj > 3 ? m.nj : 3);
@@ -400,8 +411,7 @@ void IntervalModel::dynamicsDiff(IntervalData& d, const Vec& x) const {
   PinData& pd = d.pdata;
   if (contacts) {
     MCOE_TIMED("contactDynamicsDerivatives",
-               contactDynamicsDerivatives(d.model, pd, d.cmodels, d.cdatas, q, d.vdyn, d.a, d.jminv, d.kkt_g,
-                                          d.schur_m, d.schur, s));
+               contactDynamicsDerivatives(d.model, pd, d.cmodels, d.cdatas, d.settings, q, d.vdyn, d.a, d, s));
     d.da_dtau = pd.ddq_dtau;
   } else {
     d.da_dtau = pd.Minv;

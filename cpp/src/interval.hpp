@@ -147,9 +147,10 @@ class IntervalData {
   pinocchio::ProximalSettings settings, settings_imp;
   Vec tau, vdyn, a, lam, vnext, dq, zero_v, dv, pi_joint, p_act, pi;
   Mat da_dx, da_dtau, da_dpi, dvdyn_dx, dvdyn_dpi, proj, y_imp, minv, a_v, y_act;
-  // the contact dynamics' Jacobians (interval.cpp contactDynamicsDerivatives): J M^-1 and G = (J M^-1 J^T)^-1 J M^-1
-  // (nc, nv), J M^-1 J^T (nc, nc) and its Cholesky factor
-  Mat jminv, kkt_g, schur_m;
+  // the contact dynamics' Jacobians (interval.cpp contactDynamicsDerivatives): J M^-1 and G = P J M^-1 (nc, nv);
+  // osim = (J M^-1 J^T + mu)^-1, the proximal solve's derivative P and a product (nc, nc); the Cholesky factor of
+  // J M^-1 J^T + mu
+  Mat jminv, kkt_g, osim, kkt_p, kkt_p_tmp;
   Eigen::LLT<Mat> schur;
   // dIntegrate's Jacobians at (q, dq = dt v') of the last calcDiff, joint-block-diagonal (nv, nv): jq = d(q (+) dq)/dq,
   // jv = dt d(q (+) dq)/d(dq); Fx's configuration rows are [jq 0] + jv Fx's velocity rows (the solver factors A so)
