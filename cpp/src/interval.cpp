@@ -317,7 +317,7 @@ void IntervalData::reset(const IntervalModel& m) {
   osim = Mat::Zero(m.nc, m.nc);
   kkt_p = Mat::Zero(m.nc, m.nc);
   kkt_p_tmp = Mat::Zero(m.nc, m.nc);
-  schur = Eigen::LLT<Mat>(m.nc);
+  if (schur.rows() != m.nc) schur = Eigen::LLT<Mat>(m.nc);  // a reset to the same contact count keeps its storage
   y_act = Mat::Zero(m.nj, m.n_act);
   h = Vec::Zero(m.nj > 3 ? m.nj : 3);
 }
