@@ -98,6 +98,8 @@ PHASES = [
     ("4 feet", ("FL_foot", "FR_foot", "RL_foot", "RR_foot"), (), ("FL_foot", "FR_foot", "RL_foot", "RR_foot")),
     ("impulse", ("FL_foot", "FR_foot", "RL_foot", "RR_foot"), ("FL_foot", "FR_foot", "RL_foot", "RR_foot"), ()),
     ("impulse 2", ("FL_foot", "RR_foot"), ("FL_foot", "RR_foot"), ()),
+    # a foot listed twice: J M^-1 J^T is singular, the proximal solve and its derivative stay finite
+    ("redundant", ("FL_foot", "FL_foot", "FR_foot", "RL_foot", "RR_foot"), (), ("FL_foot", "FR_foot")),
 ]
 
 

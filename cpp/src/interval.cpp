@@ -5,7 +5,6 @@
 
 #include <pinocchio/algorithm/aba-derivatives.hpp>
 #include <pinocchio/algorithm/aba.hpp>
-#include <pinocchio/algorithm/constrained-dynamics-derivatives.hpp>
 #include <pinocchio/algorithm/constrained-dynamics.hpp>
 #include <pinocchio/algorithm/frames-derivatives.hpp>
 #include <pinocchio/algorithm/frames.hpp>
@@ -15,6 +14,7 @@
 #include <pinocchio/algorithm/kinematics-derivatives.hpp>
 #include <pinocchio/algorithm/kinematics.hpp>
 #include <pinocchio/algorithm/regressor.hpp>
+#include <pinocchio/algorithm/rnea-derivatives.hpp>
 #include <pinocchio/spatial.hpp>
 
 namespace mcoe {
@@ -85,6 +85,9 @@ struct DiffScratch {
   Mat v_dq, v_dv, a_dq, a_dv, a_da, jac;       // frame derivatives (6, nv)
   Mat dh_dx, dh_dpi;                           // specific-force Jacobians (3, ndx), (3, npi)
   Mat y_reg, reg;                              // the payload parent joint's regressor columns (nv, 10), times A
+  std::vector<pin::Force> fext;                // contact forces on the joints (njoints), joint frames (N, N m)
+  Mat id_dx, id_da, ddq_dx;                    // inverse dynamics' derivatives in x (nv, ndx), in a (nv, nv); da/dx
+  Mat p_dq;                                    // a contact point's velocity derivative (3, nv), not used
 };
 
 void fit(Mat& m, Eigen::Index rows, Eigen::Index cols) {
@@ -98,6 +101,11 @@ DiffScratch& diffScratch(const IntervalModel& m) {
   fit(s.dh_dpi, 3, m.npi);
   fit(s.y_reg, m.nv, 10);
   fit(s.reg, m.nv, 10);
+  fit(s.id_dx, m.nv, m.ndx);
+  fit(s.id_da, m.nv, m.nv);
+  fit(s.ddq_dx, m.nv, m.ndx);
+  fit(s.p_dq, 3, m.nv);
+  if (s.fext.size() != m.model.joints.size()) s.fext.assign(m.model.joints.size(), pin::Force::Zero());
   return s;
 }
 
@@ -133,6 +141,62 @@ void bodyTorqueRegressor(const PinModel& m, const PinData& kin, int j, Eigen::Re
       out.middleRows(m.idx_vs[i], m.nvs[i]).noalias() = kin.J.middleCols(m.idx_vs[i], m.nvs[i]).transpose() * world;
 }
 }  // namespace
+
+// the Jacobians of the point-contact dynamics a(q, v, tau) of constraintDynamics (Baumgarte gains 0, as
+// IntervalModel::constraintModels builds them) into pd.ddq_dq, pd.ddq_dv, pd.ddq_dtau (nv, nv), by Crocoddyl's KKT
+// route: the inverse dynamics' derivatives ID_x (nv, ndx) at (q, v, a) with the contact forces as external forces
+// (a, lambda held), the contact points' classical acceleration derivatives c_x (nc, ndx; LOCAL, a held) and
+// c_a = J (nc, nv); with G = P J M^-1 (nc, nv)
+//   da/dtau = M^-1 - (J M^-1)^T G,   da/dx = -(da/dtau) ID_x - G^T c_x.
+// P (nc, nc) is the derivative of the proximal solve (settings: mu, iter = the iterations the forward pass made):
+// lambda_{k+1} = (J M^-1 J^T + mu)^-1 (mu lambda_k + b) gives P = sum_{k < iter} mu^k osim^(k+1) with osim =
+// (J M^-1 J^T + mu)^-1, what computeConstraintDynamicsDerivatives differentiates (the same quantity, round-off
+// apart); P = (J M^-1 J^T)^-1 up to (mu |osim|)^iter (~1e-21 at mu 1e-8, 3 iterations: the rigid KKT inverse's
+// top-left block), and finite for redundant contact sets like the forward pass. M^-1 from constraintDynamics'
+// factorisation (pd.constraint_chol at this q; its mass-matrix block is undamped). Leaves pd as
+// computeRNEADerivatives(q, v, a) does: oMi, liMi, v, a, ov, oa, J, dJ, dVdq, dAdq, dAdv at this (q, v, a), what
+// computeForwardKinematicsDerivatives(q, v, a) leaves (the measurements read them). Scratch: jminv, g (nc, nv), osim,
+// p, p_tmp (nc, nc) and schur (the knot's data), s
+template <typename ConfigVector>
+void contactDynamicsDerivatives(const PinModel& m, PinData& pd, const ConstraintModels& cms,
+                                const ConstraintDatas& cds, const pin::ProximalSettings& settings,
+                                const ConfigVector& q, const Vec& v, const Vec& a, IntervalData& d, DiffScratch& s) {
+  const int nv = m.nv;
+  for (pin::Force& f : s.fext) f.setZero();
+  for (size_t k = 0; k < cms.size(); ++k)  // a point contact's force (contact frame) acting at the contact point
+    s.fext[cms[k].joint1_id] += cms[k].joint1_placement.act(pin::Force(cds[k].contact_force.linear(), Vec3::Zero()));
+  s.id_dx.setZero();  // written only where the two joints share a branch
+  PIN_CALL(pin::computeRNEADerivatives(m, pd, q, v, a, s.fext, s.id_dx.leftCols(nv), s.id_dx.rightCols(nv), s.id_da));
+  pd.dac_dq.setZero();  // written only on the supporting joints' columns
+  pd.dac_dv.setZero();
+  pd.dac_da.setZero();
+  for (size_t k = 0; k < cms.size(); ++k) {
+    const Eigen::Index r = 3 * static_cast<Eigen::Index>(k);
+    PIN_CALL(pin::getPointClassicAccelerationDerivatives(m, pd, cms[k].joint1_id, cms[k].joint1_placement, pin::LOCAL,
+                                                         s.p_dq, pd.dac_dq.middleRows(r, 3),
+                                                         pd.dac_dv.middleRows(r, 3), pd.dac_da.middleRows(r, 3)));
+  }
+  PIN_CALL(pd.constraint_chol.getInverseMassMatrix(pd.Minv));
+  d.jminv.noalias() = pd.dac_da * pd.Minv;
+  d.osim.noalias() = d.jminv * pd.dac_da.transpose();
+  d.osim.diagonal().array() += settings.mu;
+  d.schur.compute(d.osim);
+  d.osim.setIdentity();
+  d.schur.solveInPlace(d.osim);
+  d.kkt_p = d.osim;
+  for (int it = 1; it < settings.iter; ++it) {
+    d.kkt_p_tmp.noalias() = settings.mu * d.osim * d.kkt_p;
+    d.kkt_p = d.osim + d.kkt_p_tmp;
+  }
+  d.kkt_g.noalias() = d.kkt_p * d.jminv;
+  pd.ddq_dtau = pd.Minv;
+  pd.ddq_dtau.noalias() -= d.jminv.transpose() * d.kkt_g;
+  s.ddq_dx.noalias() = -pd.ddq_dtau * s.id_dx;
+  s.ddq_dx.leftCols(nv).noalias() -= d.kkt_g.transpose() * pd.dac_dq;
+  s.ddq_dx.rightCols(nv).noalias() -= d.kkt_g.transpose() * pd.dac_dv;
+  pd.ddq_dq = s.ddq_dx.leftCols(nv);
+  pd.ddq_dv = s.ddq_dx.rightCols(nv);
+}
 
 // a 1-DoF joint's block is a scalar: its row is scaled (the same products as the 1x1 matrix product, without a
 // dynamic-size product's set-up per joint); larger blocks (the free flyer's 6x6) coefficient-wise (no GEMM set-up)
@@ -248,6 +312,12 @@ void IntervalData::reset(const IntervalModel& m) {
   y_imp = Mat::Zero(nv, 10);
   minv = Mat::Zero(nv, nv);
   a_v = Mat::Zero(nv, nv);
+  jminv = Mat::Zero(m.nc, nv);
+  kkt_g = Mat::Zero(m.nc, nv);
+  osim = Mat::Zero(m.nc, m.nc);
+  kkt_p = Mat::Zero(m.nc, m.nc);
+  kkt_p_tmp = Mat::Zero(m.nc, m.nc);
+  if (schur.rows() != m.nc) schur = Eigen::LLT<Mat>(m.nc);  // a reset to the same contact count keeps its storage
   y_act = Mat::Zero(m.nj, m.n_act);
   h = Vec::Zero(m.nj > 3 ? m.nj : 3);
 }
@@ -340,7 +410,8 @@ void IntervalModel::dynamicsDiff(IntervalData& d, const Vec& x) const {
   }
   PinData& pd = d.pdata;
   if (contacts) {
-    PIN_CALL(pin::computeConstraintDynamicsDerivatives(d.model, pd, d.cmodels, d.cdatas, d.settings));
+    MCOE_TIMED("contactDynamicsDerivatives",
+               contactDynamicsDerivatives(d.model, pd, d.cmodels, d.cdatas, d.settings, q, d.vdyn, d.a, d, s));
     d.da_dtau = pd.ddq_dtau;
   } else {
     d.da_dtau = pd.Minv;

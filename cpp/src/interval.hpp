@@ -79,7 +79,7 @@ class IntervalModel {
   void measure(IntervalData& d, const Vec& x, bool diff) const;
   void setParameters(IntervalData& d, const Vec& pi) const;
   ConstraintModels constraintModels(const PinModel& m, const std::vector<int>& frames) const;
-  // stance knot without impulse: computeConstraintDynamicsDerivatives leaves in pdata what
+  // stance knot without impulse: the contact dynamics' derivatives (computeRNEADerivatives) leave in pdata what
   // computeForwardKinematicsDerivatives(q, v, a) would (oMi, liMi, v, a, ov, oa, J, dJ at this very (q, v, a)), so
   // the linearisation takes the payload regressor and the measurements' kinematics from it (no second pass); calc
   // takes the measured frames' kinematics from constraintDynamics' world-frame fields (no kinematics pass either)
@@ -147,6 +147,11 @@ class IntervalData {
   pinocchio::ProximalSettings settings, settings_imp;
   Vec tau, vdyn, a, lam, vnext, dq, zero_v, dv, pi_joint, p_act, pi;
   Mat da_dx, da_dtau, da_dpi, dvdyn_dx, dvdyn_dpi, proj, y_imp, minv, a_v, y_act;
+  // the contact dynamics' Jacobians (interval.cpp contactDynamicsDerivatives): J M^-1 and G = P J M^-1 (nc, nv);
+  // osim = (J M^-1 J^T + mu)^-1, the proximal solve's derivative P and a product (nc, nc); the Cholesky factor of
+  // J M^-1 J^T + mu
+  Mat jminv, kkt_g, osim, kkt_p, kkt_p_tmp;
+  Eigen::LLT<Mat> schur;
   // dIntegrate's Jacobians at (q, dq = dt v') of the last calcDiff, joint-block-diagonal (nv, nv): jq = d(q (+) dq)/dq,
   // jv = dt d(q (+) dq)/d(dq); Fx's configuration rows are [jq 0] + jv Fx's velocity rows (the solver factors A so)
   Mat jq, jv;
