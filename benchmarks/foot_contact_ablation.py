@@ -1,11 +1,12 @@
 """Contact ablation of the realism suite's ``squat-sway_5kg-off`` sways (issue 13): which foot/floor contact
 property of the simulator biases the OE's payload (mostly its vertical CoM).
 
-Each row simulates the suite's sway (4 s, 5 kg off-centre payload or ``--payload``, seed :data:`rs.SEED`) with a base profile of
-``benchmarks/realism_suite.py`` (``feet`` or ``real``) plus ONE change of the simulator's contact flags (the later
-flag wins; row ``base/change``; ``base/c1+c2`` combines changes; ``no-FIELD`` zeroes one field of the sensor model
-:class:`mcoe_ros.sim.sensors.NoiseConfig`, e.g. ``real/point+no-tau_std``), then runs the OE with the default configuration and with the overrides of ``--variant`` (default
-``actuator.enabled=false``), and the suite's naive and RLS baselines. Printed per row: mass error %, CoM error per
+Each row simulates the suite's sway (4 s, 5 kg off-centre payload or ``--payload``, seed :data:`rs.SEED`) with a
+base profile of ``benchmarks/realism_suite.py`` (``feet`` or ``real``) plus ONE change of the simulator's contact
+flags (the later flag wins; row ``base/change``; ``base/c1+c2`` combines changes; ``no-FIELD`` zeroes one field of
+the sensor model :class:`mcoe_ros.sim.sensors.NoiseConfig`, e.g. ``real/point+no-tau_std``), then runs the OE with
+the default configuration and with the overrides of ``--variant`` (default ``actuator.enabled=false``), and the
+suite's naive and RLS baselines. Printed per row: mass error %, CoM error per
 payload-frame axis and its norm (mm)::
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/foot_contact_ablation.py --keep DIR [--rows feet feet/rolling0 ...]
@@ -66,8 +67,10 @@ def make_bag(row: str, root: str, payload: str = CASE.payload) -> str:
     zeroed = [c[3:] for c in parts if c.startswith("no-")]
     flags = [c for c in parts if not c.startswith("no-")]
     if base not in rs.PROFILES or any(c not in CHANGES for c in flags) or any(f not in noise_fields for f in zeroed):
-        raise ValueError(f"unknown row {row!r}: base/change[+change] with base in {list(rs.PROFILES)}, change in "
-                         f"{list(CHANGES)} or no-FIELD of NoiseConfig")
+        raise ValueError(
+            f"unknown row {row!r}: base/change[+change] with base in {list(rs.PROFILES)}, change in "
+            f"{list(CHANGES)} or no-FIELD of NoiseConfig"
+        )
     name = row.replace("/", "_").replace("+", "_")
     path = os.path.join(root, f"{CASE.scenario}_{payload}_{name}_{CASE.seconds:g}s")
     if os.path.exists(os.path.join(path, "sim_metadata.json")):

@@ -627,9 +627,13 @@ def check_config(cfg: NodeConfig) -> NodeConfig:
         raise ConfigError("parameter 'dynamics.model' 'soft' needs payload.leg_mass.enabled false (no leg mass scale)")
     if cfg.estimator.noise.contact_acceleration > 0.0:
         if cfg.estimator.solver.backend == "compiled":
-            raise ConfigError("parameter 'noise.contact_acceleration' needs solver.backend auto or python (not compiled)")
+            raise ConfigError(
+                "parameter 'noise.contact_acceleration' needs solver.backend auto or python (not compiled)"
+            )
         if cfg.estimator.dynamics.model != "rigid" or cfg.estimator.noise.process_model != "velocity":
-            raise ConfigError("parameter 'noise.contact_acceleration' needs dynamics.model rigid, process_model velocity")
+            raise ConfigError(
+                "parameter 'noise.contact_acceleration' needs dynamics.model rigid, process_model velocity"
+            )
     return cfg
 
 
