@@ -7,7 +7,9 @@
 2. The estimator on the committed sample bag (``--bag-seconds``): tick solve time p50 / p99 and replay speed
    (bag seconds per wall second) with each backend.
 3. Crocoddyl FDDP on a comparable Go1 horizon (N = 100), run by ``--crocoddyl-python`` (its own venv, see
-   benchmarks/bench_crocoddyl.py).
+   benchmarks/bench_crocoddyl.py): the iteration as above (calc + calcDiff + backward pass + one forward pass), and
+   one more iteration inside each solver's own loop (:func:`loop_iteration`), where the linearisation after an
+   accepted step reuses the trial's dynamics in both solvers.
 
 Run: .venv/bin/python benchmarks/bench_compiled.py [--crocoddyl-python .venv-croc/bin/python]
          [--write docs/performance.md] [--quick]
@@ -78,7 +80,36 @@ def iteration_times(n: int, repeats: int) -> dict:
         "trial": _best(lambda: cpp.try_step(1.0), repeats),
     }
     out["floor"] = min(cpp.pinocchio_floor() for _ in range(repeats))
+    out["loop"] = loop_iteration(prob, xs, ws, theta0, repeats)
     return out
+
+
+LOOP_ITERATIONS = (1, 3)  #: iteration budgets of the two timed solves of :func:`loop_iteration`
+
+
+def loop_iteration(prob, xs, ws, theta0, repeats: int) -> dict:
+    """The cost of one more iteration inside the compiled solver's own loop, one thread: solves with budgets
+    :data:`LOOP_ITERATIONS` = (k1, k2) from the same start (no convergence stop, no direction at the returned point),
+    min over ``repeats`` each, (t2 - t1) / (k2 - k1). Unlike :func:`iteration_times` (calc_diff + direction + one
+    trial, each call on its own), an iteration here is the solver's loop as it runs: direction, line search, and the
+    linearisation at the accepted point, which reuses the trial's dynamics (Crocoddyl's loop reuses its forward pass
+    the same way: benchmarks/bench_crocoddyl.py ``loop_iteration_s``). Also the accepted step lengths of the longer
+    solve (1.0 = the full step, one trial)."""
+    opts = SolverOptions(max_iter=max(LOOP_ITERATIONS), tol_stop=-1.0, tol_gap=-1.0, final_direction=False)
+    cs = compiled.CompiledSolver(prob, opts)
+    cpp = cs._cpp
+    cpp.threads = 1
+    best = {}
+    for k in LOOP_ITERATIONS:
+        best[k] = np.inf
+        for _ in range(repeats):
+            cs.set_guess(xs, ws, theta0)
+            t0 = time.perf_counter()
+            result = cpp.solve(k)
+            best[k] = min(best[k], time.perf_counter() - t0)
+    k1, k2 = LOOP_ITERATIONS
+    alphas = [float(row[4]) for row in result["log"]]  # log rows: (iteration, cost, merit, gap, step, ...)
+    return {"iteration_s": (best[k2] - best[k1]) / (k2 - k1), "iterations": int(result["iterations"]), "alphas": alphas}
 
 
 def replay_times(backend: str, seconds: float) -> dict:
@@ -164,6 +195,11 @@ def main() -> None:
                 f"{c1['versions']['pinocchio']}) | compiled MCOE | MCOE / Crocoddyl |",
                 "|---|---|---|---|",
             ]
+            loop = rows[100]["loop"]
+            lines.append(
+                f"| 1 thread, one more iteration in each solver's loop | {1e3 * c1['loop_iteration_s']:.2f} | "
+                f"{1e3 * loop['iteration_s']:.2f} | {loop['iteration_s'] / c1['loop_iteration_s']:.2f} |"
+            )
             for t, croc in crocs.items():
                 if croc is None:
                     continue

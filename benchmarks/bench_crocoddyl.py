@@ -12,7 +12,8 @@ pin 4.0.0), set up with:
 
 Run: .venv-croc/bin/python benchmarks/bench_crocoddyl.py [--n 100] [--repeats 20] [--threads 1]
 Prints one JSON line: {"N", "iteration_s" (min over repeats of calcDiff + backward pass + one forward pass),
-"iteration_median_s", "calc_diff_s", "backward_s", "forward_s", "versions"}.
+"iteration_median_s", "calc_diff_s", "backward_s", "forward_s", "loop_iteration_s" (one more
+iteration inside FDDP's own solve loop: (t(3 iterations) - t(1 iteration)) / 2), "versions"}.
 """
 
 from __future__ import annotations
@@ -93,6 +94,18 @@ def main() -> None:
         bws.append(t2 - t1)
         fws.append(t3 - t2)
         its.append(t3 - t0)
+    # one more iteration inside FDDP's own loop: solves with budgets 1 and 3 from the same start (th_stop ~0: no
+    # convergence stop), (t3 - t1) / 2 (bench_compiled.py's loop_iteration does the same with the MCOE solver)
+    solver.th_stop = 1e-300  # must be > 0
+    loop = {}
+    for k in (1, 3):
+        loop[k] = np.inf
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            solver.solve(xs, us, k, False)
+            loop[k] = min(loop[k], time.perf_counter() - t0)
+        if solver.iter != k:  # the loop counter: k when the budget ran out, less on a convergence stop
+            raise SystemExit(f"FDDP stopped after {solver.iter} of {k} iterations")
     print(
         json.dumps(
             {
@@ -103,6 +116,8 @@ def main() -> None:
                 "calc_diff_s": min(cds),
                 "backward_s": min(bws),
                 "forward_s": min(fws),
+                "loop_iteration_s": (loop[3] - loop[1]) / 2,
+                "loop_last_step": float(solver.stepLength),
                 "versions": {"crocoddyl": crocoddyl.__version__, "pinocchio": pin.__version__},
             }
         )
