@@ -65,16 +65,17 @@ ROWS = ("clean", *FIELDS, "all-but-torque", "all")
 
 
 def row_fields(row: str) -> tuple[str, ...]:
-    """The NoiseConfig fields at their realistic value in a row."""
+    """The NoiseConfig fields at their realistic value in a row (a field, fields joined by '+', or a named row)."""
     if row == "clean":
         return ()
     if row == "all":
         return FIELDS + ("foot_force_std",)
     if row == "all-but-torque":
         return tuple(f for f in FIELDS + ("foot_force_std",) if f not in TORQUE_FIELDS)
-    if row not in FIELDS:
-        raise ValueError(f"unknown row {row!r}, expected one of {ROWS}")
-    return (row,)
+    fields = tuple(row.split("+"))  # "tau_std+acc_std": several fields together
+    if not set(fields) <= set(FIELDS):
+        raise ValueError(f"unknown row {row!r}, expected one of {ROWS} or fields joined by '+'")
+    return fields
 
 
 def make_bag(row: str, seed: int, scale: float, root: str) -> str:
@@ -161,7 +162,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--keep", default="", help="write/reuse the simulated bags in this directory")
     ap.add_argument("--seeds", type=int, nargs="+", default=[rs.SEED])
-    ap.add_argument("--rows", nargs="+", default=list(ROWS), help=f"subset of {ROWS}")
+    ap.add_argument("--rows", nargs="+", default=list(ROWS), help=f"subset of {ROWS} (or fields joined by '+')")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies the realistic level of the ablated fields")
     ap.add_argument(
         "--variant",

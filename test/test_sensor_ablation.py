@@ -30,6 +30,9 @@ def test_rows_cover_every_noise_field_once(ablation):
     assert rest == set(REALISTIC_NOISE.as_dict()) - set(ablation.TORQUE_FIELDS)
     with pytest.raises(ValueError):
         ablation.row_fields("nonsense")
+    assert ablation.row_fields("tau_std+acc_std") == ("tau_std", "acc_std")
+    with pytest.raises(ValueError):
+        ablation.row_fields("tau_std+nonsense")
 
 
 def test_torque_noise_cost_falls_for_a_heavier_body(ablation):
