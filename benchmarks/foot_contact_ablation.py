@@ -16,7 +16,6 @@ payload-frame axis and its norm (mm)::
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 import tempfile
@@ -33,13 +32,8 @@ from mcoe_ros.sim.sensors import NoiseConfig
 from mcoe_ros.testing.datasets import load_bag
 from mcoe_ros.testing.reporting import parse_overrides
 
-# the suite's case definitions and OE runner: the module robust_ablation.py loads by path (benchmarks is no package)
-_spec = importlib.util.spec_from_file_location(
-    "robust_ablation", os.path.join(os.path.dirname(os.path.abspath(__file__)), "robust_ablation.py")
-)
-_robust = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_robust)
-rs = _robust.rs
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks is no package: import siblings by name
+from robust_ablation import rs  # noqa: E402  (the suite's case definitions, truth and OE runner)
 
 CASE = rs.Case("squat-sway", "5kg-off", "feet", 4.0)
 #: one contact change each, appended to the base profile's simulator flags

@@ -13,7 +13,6 @@ of ``mcoe_ros/io/params.py``)::
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 import time
@@ -24,13 +23,8 @@ from mcoe_ros.multibody.inertia import pi_about_com
 from mcoe_ros.testing.datasets import load_bag
 from mcoe_ros.testing.reporting import parse_overrides
 
-# the suite's truth and OE runner: the module robust_ablation.py loads by path (benchmarks is no package)
-_spec = importlib.util.spec_from_file_location(
-    "robust_ablation", os.path.join(os.path.dirname(os.path.abspath(__file__)), "robust_ablation.py")
-)
-_robust = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_robust)
-rs = _robust.rs
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks is no package: import siblings by name
+from robust_ablation import rs  # noqa: E402  (the suite's case definitions, truth and OE runner)
 
 
 def evaluate(path: str, overrides: dict) -> dict:

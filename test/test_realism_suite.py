@@ -1,8 +1,6 @@
 """benchmarks/realism_suite.py: the trunk-only mismatch profiles and the no-phantom acceptance check."""
 
-import importlib.util
 import os
-import sys
 
 import pytest
 
@@ -12,12 +10,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
-def suite():
-    spec = importlib.util.spec_from_file_location("realism_suite", os.path.join(ROOT, "benchmarks", "realism_suite.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["realism_suite"] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
+def suite(benchmark_module):
+    return benchmark_module("realism_suite")
 
 
 def test_trunk_only_profiles_are_the_all_links_profiles_with_the_legs_at_the_urdf(suite):

@@ -1,6 +1,5 @@
 """benchmarks/sensor_ablation.py: the rows' noise fields and the errors-in-variables check's cost."""
 
-import importlib.util
 import os
 
 import numpy as np
@@ -14,13 +13,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
-def ablation():
-    spec = importlib.util.spec_from_file_location(
-        "sensor_ablation", os.path.join(ROOT, "benchmarks", "sensor_ablation.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def ablation(benchmark_module):
+    return benchmark_module("sensor_ablation")
 
 
 def test_rows_cover_every_noise_field_once(ablation):

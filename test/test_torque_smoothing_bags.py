@@ -1,6 +1,5 @@
 """benchmarks/torque_smoothing_bags.py: the centred moving average of the reported torques."""
 
-import importlib.util
 import os
 
 import numpy as np
@@ -10,13 +9,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
-def bags():
-    spec = importlib.util.spec_from_file_location(
-        "torque_smoothing_bags", os.path.join(ROOT, "benchmarks", "torque_smoothing_bags.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bags(benchmark_module):
+    return benchmark_module("torque_smoothing_bags")
 
 
 def test_interior_samples_are_the_centred_mean(bags):
