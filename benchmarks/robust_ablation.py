@@ -13,7 +13,6 @@ covariance and with the residual-based calibration (scaled by the window's reduc
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
@@ -25,19 +24,9 @@ from types import SimpleNamespace
 import numpy as np
 
 from mcoe_ros.testing.datasets import load_bag
+from mcoe_ros.testing.scripts import load_benchmark
 
-
-def _suite():
-    """benchmarks/realism_suite.py (the suite's cases, truth and metrics), loaded by path (benchmarks is no package)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "realism_suite.py")
-    spec = importlib.util.spec_from_file_location("realism_suite", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["realism_suite"] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
-
-
-rs = _suite()
+rs = load_benchmark("realism_suite")  # the suite's cases, truth and metrics
 
 LOSSES = ("quadratic", "huber", "cauchy")
 

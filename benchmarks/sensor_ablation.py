@@ -34,9 +34,9 @@ from mcoe_ros.sim.recorder import record
 from mcoe_ros.sim.sensors import REALISTIC_NOISE
 from mcoe_ros.testing.datasets import load_bag
 from mcoe_ros.testing.reporting import parse_overrides
+from mcoe_ros.testing.scripts import load_benchmark
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks is no package: import siblings by name
-from robust_ablation import rs  # noqa: E402  (the suite's case definitions, truth and OE runner)
+rs = load_benchmark("robust_ablation").rs  # the suite's case definitions, truth and OE runner
 
 CASE = rs.Case("squat-sway", "5kg-off", "sensors", 4.0)
 #: NoiseConfig fields ablated one at a time (foot_force_std is not used by the default estimator: no row)

@@ -22,9 +22,9 @@ import numpy as np
 from mcoe_ros.multibody.inertia import pi_about_com
 from mcoe_ros.testing.datasets import load_bag
 from mcoe_ros.testing.reporting import parse_overrides
+from mcoe_ros.testing.scripts import load_benchmark
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks is no package: import siblings by name
-from robust_ablation import rs  # noqa: E402  (the suite's case definitions, truth and OE runner)
+rs = load_benchmark("robust_ablation").rs  # the suite's case definitions, truth and OE runner
 
 
 def evaluate(path: str, overrides: dict) -> dict:

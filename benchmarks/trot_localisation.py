@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import importlib.util
 import json
 import os
 import subprocess
@@ -47,20 +46,12 @@ from mcoe_ros.io.params import node_config
 from mcoe_ros.multibody.robot import RobotModel
 from mcoe_ros.testing.contacts import TruthDetector
 from mcoe_ros.testing.datasets import load_bag
+from mcoe_ros.testing.scripts import load_benchmark
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _load(name: str):
-    """A sibling benchmark script as a module (benchmarks is no package)."""
-    spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
-
-
-rs = _load("realism_suite")
+rs = load_benchmark("realism_suite")
 
 #: the cases: the suite's 3 s trot (its cached bag), 10 s trots in place under each profile, the suite's walk and
 #: trot forward

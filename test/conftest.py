@@ -1,9 +1,7 @@
 """Shared test set-up: isolate every test run's ROS 2 graph from other processes on the machine; load benchmark
 scripts (benchmarks/ is no package) as modules."""
 
-import importlib.util
 import os
-import sys
 
 import pytest
 
@@ -21,16 +19,7 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session")
 def benchmark_module():
-    """``benchmark_module(name)``: the module of ``benchmarks/<name>.py``, loaded once by path and registered under its
-    name (dataclasses resolve their module by name)."""
-    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+    """``benchmark_module(name)``: ``benchmarks/<name>.py`` as a module (``testing.scripts.load_benchmark``)."""
+    from mcoe_ros.testing.scripts import load_benchmark
 
-    def load(name: str):
-        if name not in sys.modules:
-            spec = importlib.util.spec_from_file_location(name, os.path.join(root, f"{name}.py"))
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
-        return sys.modules[name]
-
-    return load
+    return load_benchmark
