@@ -93,6 +93,25 @@ def test_sensor_feed_driven_by_hand_gives_the_replays_estimates(sample_run):
     assert summary["payload"]["mass_kg"] == pi_about_com(estimates[-1].payload_pi)[0]
 
 
+def test_low_state_bytes_are_decoded_in_place_and_a_layout_mismatch_falls_back(monkeypatch):
+    """The replay reads LowState from its CDR bytes as the node does (the summary equals the deserialising feed's:
+    test above); a decoder that disagrees with the deserialisation on a checked message is dropped, said once, and
+    the same estimates come from the deserialised messages."""
+    from mcoe_ros.apps import replay as app
+    from mcoe_ros.io.convert import LowStateDecoder
+
+    decoded = []
+    in_place = app.SensorFeed.low_state_bytes
+    monkeypatch.setattr(app.SensorFeed, "low_state_bytes", lambda self, *a: decoded.append(1) or in_place(self, *a))
+    fast = app.run(SAMPLE, end=0.5)
+    assert len(decoded) >= 240 and fast["samples"]["rejected"] == {}  # 250 LowState in 0.5 s, all in place
+    decoded.clear()
+    monkeypatch.setattr(LowStateDecoder, "check", lambda self, raw, msg: "q")
+    slow = app.run(SAMPLE, end=0.5)
+    assert not decoded and slow["samples"]["rejected"] == {"cdr_decoder_mismatch": 1}
+    assert slow["payload"] == fast["payload"] and slow["errors"] == fast["errors"]
+
+
 def _one_line_error(out):
     assert out.returncode != 0
     assert "Traceback" not in out.stderr

@@ -5,7 +5,8 @@
 
 The command line is a thin layer over :func:`run` (``run(bag, config, ...) -> summary dict``). Messages are fed in
 record-time order through the same :class:`mcoe_ros.io.feed.SensorFeed` the ROS node uses (LowState has no header:
-its record time goes through the feed's HeaderlessStamper; JointState and Imu use their header stamps). The output
+its record time goes through the feed's HeaderlessStamper, and its CDR bytes are decoded in place as in the node;
+JointState and Imu use their header stamps). The output
 bag holds the node's output topics (:data:`mcoe_ros.io.messages.OUTPUTS`, under ``--namespace``, default ``/mcoe``)
 stamped with the input's sensor time: ``odom`` and ``pose`` at input rate (every input sample once the first solve is
 done), ``solve/odom`` and the payload topics at every solve. The JSON summary is bit-identical for the same bag and
@@ -30,12 +31,13 @@ import os
 import sys
 import time
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 
 from mcoe_ros.apps.evaluate import payload_errors, payload_summary, trajectory_errors
 from mcoe_ros.io import messages
-from mcoe_ros.io.bag import BagWriter, bag_topics, build_msg, iter_messages, time_ns_of
+from mcoe_ros.io.bag import BagWriter, bag_topics, build_msg, iter_raw, time_ns_of, typestore
 from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.io.params import ConfigError, InputConfig, NodeConfig, load_params, node_config
 from mcoe_ros.multibody import compiled
@@ -178,6 +180,7 @@ def run(
         t: t.lstrip("/") for t in bag_topic_types if t.lstrip("/") in ("ground_truth/payload", "ground_truth/odom")
     }
     gt_topics = list(gt_role)
+    low_state = _LowStateBytes.create(feed, [t for t, r in roles.items() if r == "low_state"])
     bag_length = _bag_duration(bag)
     if start >= bag_length:
         raise ReplayError(f"--start {start:g} s is past the end of the bag ({bag_length:.2f} s long)")
@@ -195,7 +198,7 @@ def run(
     bar = None
     wall0 = time.perf_counter()
     try:
-        for topic, t_ns, msg in _checked(iter_messages(bag, list(roles) + gt_topics), bag):
+        for topic, t_ns, msg, raw in _checked(_messages(bag, list(roles) + gt_topics, low_state), bag):
             if bag_t0 is None:
                 bag_t0 = t_ns
                 duration = min(end, bag_length) - start
@@ -216,7 +219,9 @@ def run(
             if gt_role.get(topic) == "ground_truth/odom":
                 truth_odom.append(_odom_arrays(msg))
                 continue
-            if role == "low_state":
+            if role == "low_state" and msg is None:  # CDR bytes, decoded in place (checked: _LowStateBytes)
+                feed.low_state_bytes(raw, low_state.decoder, t_ns * 1e-9)
+            elif role == "low_state":
                 feed.low_state(msg, t_ns * 1e-9)  # record time = reception time; same stamping as the node
             elif role == "joints":
                 feed.joint_state(msg)
@@ -269,6 +274,58 @@ def run(
 
         write_report(report, history, truth_payload, truth_odom, f"mcoe_replay: {summary['bag']}")
     return summary
+
+
+class _LowStateBytes:
+    """LowState messages of the replay read from their CDR bytes in place (:class:`~mcoe_ros.io.convert.
+    LowStateDecoder`, ~10x cheaper than deserialising them), as the node reads them: the first :attr:`CHECKS` are
+    compared with their full deserialisation, and on any difference (a bag whose LowState layout is not the installed
+    interface's) the rest is deserialised, counted once as ``cdr_decoder_mismatch``."""
+
+    CHECKS = 20  #: messages compared with their deserialisation
+
+    def __init__(self, feed: SensorFeed, topic: str, decoder):
+        self.feed, self.topic, self.decoder, self.checked = feed, topic, decoder, 0
+
+    @classmethod
+    def create(cls, feed: SensorFeed, topics: list[str]) -> _LowStateBytes | None:
+        """None without a LowState input or without the installed interface's fixed layout (then deserialised)."""
+        if len(topics) != 1:
+            return None
+        try:
+            from unitree_legged_msgs.msg import LowState  # the rosidl class: layout only, no rclpy
+
+            return cls(feed, topics[0], feed.low_state_decoder(LowState))
+        except Exception:  # noqa: BLE001 - no built interface package, or no fixed layout: deserialise
+            return None
+
+    def wants_bytes(self, topic: str, raw, deserialize) -> bool:
+        """True if this message is to be decoded from ``raw``; the first ones are checked against ``deserialize()``."""
+        if self.decoder is None or topic != self.topic:
+            return False
+        if self.checked < self.CHECKS:
+            self.checked += 1
+            try:
+                differs = self.decoder.check(raw, deserialize())
+            except Exception as err:  # noqa: BLE001 - the deserialisation decides below
+                differs = f"check failed: {_one_line(err)}"
+            if differs is not None:
+                self.decoder = None
+                self.feed.count_error("cdr_decoder_mismatch", f"LowState field {differs}")
+                return False
+        return True
+
+
+def _messages(bag: str, topics: list[str], low_state: _LowStateBytes | None):
+    """(topic, record time ns, deserialised message or None, CDR bytes) in record-time order: LowState messages that
+    ``low_state`` decodes in place come without the deserialised message."""
+    store = typestore()
+    for topic, msgtype, t_ns, raw in iter_raw(bag, topics):
+        deserialize = partial(store.deserialize_cdr, raw, msgtype)
+        if low_state is not None and low_state.wants_bytes(topic, raw, deserialize):
+            yield topic, t_ns, None, raw
+        else:
+            yield topic, t_ns, deserialize(), raw
 
 
 def _checked(items, bag: str):
