@@ -38,6 +38,7 @@ import numpy as np
 from mcoe_ros.apps.evaluate import payload_errors, payload_summary, trajectory_errors
 from mcoe_ros.io import messages
 from mcoe_ros.io.bag import BagWriter, bag_topics, build_msg, iter_raw, time_ns_of, typestore
+from mcoe_ros.io.cdr import message_class
 from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.io.params import ConfigError, InputConfig, NodeConfig, load_params, node_config
 from mcoe_ros.multibody import compiled
@@ -292,10 +293,8 @@ class _LowStateBytes:
         """None without a LowState input or without the installed interface's fixed layout (then deserialised)."""
         if len(topics) != 1:
             return None
-        try:
-            from unitree_legged_msgs.msg import LowState  # the rosidl class: layout only, no rclpy
-
-            return cls(feed, topics[0], feed.low_state_decoder(LowState))
+        try:  # the installed interface's rosidl class (its layout only, no rclpy)
+            return cls(feed, topics[0], feed.low_state_decoder(message_class("unitree_legged_msgs/msg/LowState")))
         except Exception:  # noqa: BLE001 - no built interface package, or no fixed layout: deserialise
             return None
 

@@ -69,7 +69,9 @@ class Field:
         return np.dtype(("<" if little_endian else ">") + self.kind + str(self.size))
 
 
-def _message_class(type_name: str):
+def message_class(type_name: str):
+    """The Python message class of a ROS type name ('pkg/msg/Name' or 'pkg/Name') from its installed interface
+    package (ImportError / AttributeError if it is not installed)."""
     pkg, name = type_name.split("/")[0], type_name.split("/")[-1]
     return getattr(importlib.import_module(f"{pkg}.msg"), name)
 
@@ -119,7 +121,7 @@ class CdrLayout:
                 self.fields[path] = Field(offset, kind, size, count or 1)
                 offset += size * (count or 1)
             else:
-                nested = _message_class(base)
+                nested = message_class(base)
                 if count is None:
                     offset = self._walk(nested, path + ".", offset)
                 else:
