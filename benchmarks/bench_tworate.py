@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import threading
 import time
 
 import numpy as np
 
 from mcoe_ros.testing.node_process import start_node, stop_node
+from mcoe_ros.testing.spin import SpinThread
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "mcoe_ros", "data", "go1_sample")
@@ -81,7 +81,7 @@ def run_graph(mode: str, duration: float) -> dict:
         mpc.create_subscription(DiagnosticArray, "/diagnostics", diags.append, 10)
         executor = SingleThreadedExecutor(context=ctx)
         executor.add_node(mpc)
-        threading.Thread(target=executor.spin, daemon=True).start()
+        spinner = SpinThread(executor)
         msgs, t_first = [], None
         for topic, _type, t_ns, raw in iter_raw(SAMPLE, topics):
             t_first = t_ns if t_first is None else t_first
@@ -102,7 +102,7 @@ def run_graph(mode: str, duration: float) -> dict:
                 sent[t_ns] = time.perf_counter()
             pubs[topic].publish(msg)
         time.sleep(2.0)
-        executor.shutdown()
+        spinner.stop()
     finally:
         rclpy.shutdown(context=ctx)
         out = stop_node(proc)

@@ -46,6 +46,7 @@ from unitree_legged_msgs.msg import LowState  # noqa: E402
 
 from mcoe_ros.io.bag import iter_raw  # noqa: E402
 from mcoe_ros.testing.data import SAMPLE_BAG  # noqa: E402
+from mcoe_ros.testing.spin import SpinThread  # noqa: E402
 
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
@@ -142,7 +143,7 @@ def main(argv=None) -> int:
     listener = Listener(ctx)
     executor = SingleThreadedExecutor(context=ctx)
     executor.add_node(listener.node)
-    threading.Thread(target=executor.spin, daemon=True).start()
+    spinner = SpinThread(executor)
     player = rclpy.create_node("soak_player", context=ctx)
     pub = player.create_publisher(LowState, "/low_state", QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE))
     deadline = time.monotonic() + 180.0  # a loaded machine needs a while to import and build the models
@@ -216,7 +217,7 @@ def main(argv=None) -> int:
         proc.kill()
         rc = "killed"
     stop_s = time.monotonic() - t_stop
-    executor.shutdown()
+    spinner.stop()
     rclpy.shutdown(context=ctx)
     # The resident size swings by a few hundred MB with the solver's state (a restart frees the old problem's
     # workspace before the next one is built), so growth compares the peaks: the mean of the per-row peaks over the

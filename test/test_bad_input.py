@@ -1,7 +1,6 @@
 """Bad input never crashes the estimator or the node, is counted, and never turns into NaN output."""
 
 import math
-import threading
 import time
 
 import numpy as np
@@ -13,6 +12,7 @@ from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.io.params import node_config
 from mcoe_ros.multibody.robot import RobotModel
 from mcoe_ros.testing.data import SAMPLE_BAG
+from mcoe_ros.testing.spin import SpinThread
 
 FAST = {"estimator.window": 0.04, "estimator.tick_period": 0.02, "solver.max_iterations": 1}
 
@@ -98,8 +98,7 @@ def test_node_survives_bad_messages_and_publishes_no_nan(samples):
     executor = rclpy.executors.MultiThreadedExecutor(context=ctx)
     executor.add_node(node)
     executor.add_node(peer)
-    spin = threading.Thread(target=executor.spin, daemon=True)
-    spin.start()
+    spinner = SpinThread(executor)
     names = node.feed.estimator.robot.joint_names
 
     def send(t, q, dq, tau, quat, gyro, acc, names_=names):
@@ -137,7 +136,7 @@ def test_node_survives_bad_messages_and_publishes_no_nan(samples):
                 break
             time.sleep(0.1)
     finally:
-        executor.shutdown()
+        spinner.stop()
         node.destroy_node()
         peer.destroy_node()
         rclpy.shutdown(context=ctx)

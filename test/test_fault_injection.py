@@ -36,6 +36,7 @@ from unitree_legged_msgs.msg import LowState  # noqa: E402
 
 from mcoe_ros.io.bag import iter_raw  # noqa: E402
 from mcoe_ros.testing.data import SAMPLE_BAG  # noqa: E402
+from mcoe_ros.testing.spin import SpinThread  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(ROOT, "config", "go1.yaml")
@@ -97,23 +98,13 @@ class Graph:
         self.reset = self.node.create_client(Trigger, f"{ns}/payload/reset")
         self.executor = SingleThreadedExecutor(context=self.ctx)
         self.executor.add_node(self.node)
-        self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._spin, daemon=True)
-        self.thread.start()
+        self.spinner = SpinThread(self.executor)
         self.i = 0  #: next message of the bag
         self.t_data = time.time()  #: header stamps (joint_states mode) continue from here
         self.published = 0
 
-    def _spin(self):
-        while not self._stop.is_set():
-            self.executor.spin_once(timeout_sec=0.05)
-
     def close(self):
-        # stop the spin loop before the executor goes: shutting it down under a running spin() raced with its guard
-        # condition (InvalidHandle in the spin thread, a PytestUnhandledThreadExceptionWarning)
-        self._stop.set()
-        self.thread.join(timeout=5)
-        self.executor.shutdown()
+        self.spinner.stop()
         rclpy.shutdown(context=self.ctx)
 
     def _odom(self, msg):

@@ -27,6 +27,7 @@ from mcoe_ros.io.bag import iter_raw  # noqa: E402
 from mcoe_ros.io.params import DEFAULTS  # noqa: E402
 from mcoe_ros.ros.node import LatencyHistogram, restore_scheduling, set_realtime  # noqa: E402
 from mcoe_ros.testing.node_process import start_node, stop_node  # noqa: E402
+from mcoe_ros.testing.spin import SpinThread  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "mcoe_ros", "data", "go1_sample")
@@ -36,13 +37,13 @@ CLASSES = {"low_state": LowState, "joint_states": JointState, "imu/data": Imu}
 
 
 def subscribe_late(ctx, payloads):
-    """The MPC's payload subscription, created after the node's first publication (own node and executor)."""
+    """The MPC's payload subscription, created after the node's first publication (own node and executor):
+    (node, its SpinThread)."""
     late = rclpy.create_node("mpc_late", context=ctx)
     late.create_subscription(InertiaStamped, "/mcoe/payload/inertia", payloads.append, LATCHED)
     executor = SingleThreadedExecutor(context=ctx)
     executor.add_node(late)
-    threading.Thread(target=executor.spin, daemon=True).start()
-    return late, executor
+    return late, SpinThread(executor)
 
 
 def play(topics, use_clock):
@@ -59,8 +60,7 @@ def play(topics, use_clock):
     mpc.create_subscription(Odometry, "/mcoe/odom", odoms.append, 5000)
     executor = SingleThreadedExecutor(context=ctx)
     executor.add_node(mpc)
-    spin = threading.Thread(target=lambda: executor.spin(), daemon=True)
-    spin.start()
+    spinner = SpinThread(executor)
     msgs = []
     t_first = None
     for topic, _type, t_ns, raw in iter_raw(SAMPLE, topics):
@@ -73,7 +73,7 @@ def play(topics, use_clock):
         time.sleep(0.1)
     assert all(player.count_subscribers(t) for t in topics), "the estimator node never subscribed"
     time.sleep(0.5)
-    late = late_executor = None
+    late = late_spinner = None
     wall0 = time.monotonic()
     for topic, t_ns, msg in msgs:
         lag = (t_ns - t_first) * 1e-9 - (time.monotonic() - wall0)
@@ -85,12 +85,12 @@ def play(topics, use_clock):
             clock.publish(c)
         pubs[topic].publish(msg)
         if odoms and late is None:  # the node has published: only now does the MPC ask for the payload
-            late, late_executor = subscribe_late(ctx, payloads)
+            late, late_spinner = subscribe_late(ctx, payloads)
     deadline = time.monotonic() + 60.0  # a loaded machine may finish the first (cold) solve after the playback
     while time.monotonic() < deadline and not odoms:
         time.sleep(0.1)
     if odoms and late is None:
-        late, late_executor = subscribe_late(ctx, payloads)
+        late, late_spinner = subscribe_late(ctx, payloads)
     # a loaded node works through its input backlog after the playback: listen until its odometry pauses for 2 s
     deadline, n, quiet_since = time.monotonic() + 30.0, -1, time.monotonic()
     while time.monotonic() < deadline and time.monotonic() - quiet_since < 2.0:
@@ -100,10 +100,9 @@ def play(topics, use_clock):
     deadline = time.monotonic() + 20.0
     while time.monotonic() < deadline and not payloads:
         time.sleep(0.1)
-    for ex in (executor, late_executor):
-        if ex is not None:
-            ex.shutdown()
-    spin.join(timeout=5)
+    for spinner_ in (spinner, late_spinner):
+        if spinner_ is not None:
+            spinner_.stop()
     rclpy.shutdown(context=ctx)
     return odoms, payloads, t_first
 
