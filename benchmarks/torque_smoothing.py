@@ -6,8 +6,7 @@ Rows = cases, columns = variants ``LABEL=DIR[:KEY=VALUE,...]`` (bag directory, a
 of ``mcoe_ros/io/params.py``)::
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/torque_smoothing.py --cases CASE [CASE ...] \
-        --variant orig=/work/cache/realism_bags_transient --variant h2=/work/cache/torquesmooth/h2 \
-        --variant online2=/work/cache/realism_bags_transient:estimator.torque_average=2
+        --variant orig=SUITE_DIR --variant h2=SMOOTHED_DIR --variant bias=SUITE_DIR:imu_bias.enabled=true
 """
 
 from __future__ import annotations

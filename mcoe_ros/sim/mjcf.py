@@ -284,6 +284,7 @@ def _add_collision_geoms(spec_bodies: dict, robot: RobotModel, contact: ContactC
         kind = type(shape).__name__
         if "rotor" in obj.name:
             continue
+        name = obj.name.rsplit("_", 1)[0]
         geom_kw = {"pos": obj.placement.translation.copy(), "quat": _rot_quat(obj.placement.rotation)}
         if kind == "Box":
             half = np.asarray(shape.halfSide, dtype=float)
@@ -291,13 +292,12 @@ def _add_collision_geoms(spec_bodies: dict, robot: RobotModel, contact: ContactC
                 continue
             geom_kw.update(type=mujoco.mjtGeom.mjGEOM_BOX, size=half)
         elif kind == "Sphere":
-            radius = contact.foot_radius if obj.name.rsplit("_", 1)[0].endswith("_foot") else float(shape.radius)
+            radius = contact.foot_radius if name.endswith("_foot") else float(shape.radius)
             geom_kw.update(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[radius, 0, 0])
         elif kind == "Cylinder":
             geom_kw.update(type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[float(shape.radius), float(shape.halfLength), 0])
         else:
             continue
-        name = obj.name.rsplit("_", 1)[0]
         if name.endswith("_calf") and contact.foot_radius < FOOT_RADIUS:
             continue  # the calf box ends at the foot frame: it would touch the floor before a smaller foot sphere
         body = spec_bodies[int(obj.parentJoint)]
