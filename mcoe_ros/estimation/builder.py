@@ -190,6 +190,9 @@ class ProblemBuilder:
         nv = robot.nv
         #: process-noise coordinates (None: all), information W (diagonal) and initial arrival information
         self.noise_model = None
+        #: derivative of the noise model's covariance in pi (None: frozen in the parameters, see
+        #: NoiseConfig.joint_torque_weight)
+        self.noise_derivative = None
         #: torque_std (nj,) N m of the state-dependent noise model (on top of each interval's diagonal noise), for the
         #: compiled solver
         self.torque_noise: np.ndarray | None = None
@@ -222,6 +225,12 @@ class ProblemBuilder:
 
                 self.noise_model = noise_model
                 self.torque_noise = torque_std
+                if noise.joint_torque_weight == "parametric":
+
+                    def noise_derivative(knot) -> np.ndarray:
+                        return knot.model.dynamics.velocity_noise_covariance_derivative(knot.data.dyn, torque_std)
+
+                    self.noise_derivative = noise_derivative
         else:
             self.noise_dims = None
             self.noise_info = np.r_[
@@ -357,7 +366,15 @@ class ProblemBuilder:
         noise information ``noise_info`` (N of (nw,), :meth:`interval_noise`)."""
         param = self.parameters.parametrization
         problem = EstimationProblem(
-            running, terminal, prior, param, list(noise_info), self.noise_dims, self.noise_model, self.robust
+            running,
+            terminal,
+            prior,
+            param,
+            list(noise_info),
+            self.noise_dims,
+            self.noise_model,
+            self.robust,
+            self.noise_derivative,
         )
         for k, (u, z) in enumerate(inputs):
             problem.set_knot(k, u, z)

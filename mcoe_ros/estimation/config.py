@@ -37,6 +37,7 @@ class GridConfig:
 
 
 PROCESS_NOISE_MODELS = ("velocity", "full")
+TORQUE_NOISE_WEIGHTS = ("frozen", "parametric")
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,12 @@ class NoiseConfig:
     #: (docs/realism.md, runs 4 and 5)
     touchdown_transient: float = 0.0
     joint_torque: float = 0.0  #: white noise of the reported joint torques, N m (process_model 'velocity' only)
+    #: how the payload's estimate sees the velocity noise that ``joint_torque`` causes (its covariance depends on the
+    #: mass matrix, so on the inertial parameters): 'frozen' evaluates it at each linearisation and holds it fixed in
+    #: θ (then a least-squares estimate prefers a body that makes the noisy torque matter less: heavier, larger
+    #: inertia; the errors-in-variables bias of docs/realism.md); 'parametric' differentiates the noise cost in θ as
+    #: well (:mod:`mcoe_ros.ocp.problem`, "Parametric noise"; Python solver only)
+    joint_torque_weight: str = "frozen"
     #: white noise on each stance foot's contact-constraint acceleration J a = -γ + w, m/s² (isotropic; process_model
     #: 'velocity', rigid dynamics, Python solver only): the rigid contact holds feet that really move (a soft ground's
     #: sinking under a changing load, a round foot's rolling); adds dt² σ² (da/dw)(da/dw)ᵀ to the interval's velocity
@@ -94,6 +101,10 @@ class NoiseConfig:
     def __post_init__(self):
         if self.process_model not in PROCESS_NOISE_MODELS:
             raise ValueError(f"process noise model must be one of {PROCESS_NOISE_MODELS}, got {self.process_model!r}")
+        if self.joint_torque_weight not in TORQUE_NOISE_WEIGHTS:
+            raise ValueError(
+                f"joint torque weight must be one of {TORQUE_NOISE_WEIGHTS}, got {self.joint_torque_weight!r}"
+            )
 
 
 PAYLOAD_BODIES = ("combined", "payload")

@@ -396,6 +396,8 @@ class Estimator:
                 reason = compiled.unsupported_models([*running, terminal], self.options, velocity_noise, builder.robust)
                 if reason is None and builder.contact_noise > 0.0:
                     reason = "noise.contact_acceleration (Python solver only)"
+                if reason is None and builder.noise_derivative is not None:
+                    reason = "noise.joint_torque_weight parametric (Python solver only)"
             else:
                 reason = "not built"
             if reason is None:

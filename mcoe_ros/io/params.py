@@ -224,6 +224,13 @@ _TABLE: tuple[Param, ...] = (
         "white noise of the reported joint torques, N m (process_model velocity)",
     ),
     Param(
+        "noise.joint_torque_weight",
+        "estimator.noise.joint_torque_weight",
+        "velocity noise of noise.joint_torque: held fixed in the parameters at each linearisation, or differentiated"
+        " in them too (parametric: no errors-in-variables bias; Python solver only)",
+        ("frozen", "parametric"),
+    ),
+    Param(
         "noise.contact_acceleration",
         "estimator.noise.contact_acceleration",
         "white noise on each stance foot's contact-constraint acceleration, m/s^2 (rigid, Python solver only)",
@@ -625,6 +632,20 @@ def check_config(cfg: NodeConfig) -> NodeConfig:
         raise ConfigError("parameter 'payload.leg_mass.enabled' needs solver.backend auto or python (not compiled)")
     if cfg.estimator.dynamics.model == "soft" and cfg.estimator.payload.leg_mass.enabled:
         raise ConfigError("parameter 'dynamics.model' 'soft' needs payload.leg_mass.enabled false (no leg mass scale)")
+    if cfg.estimator.noise.joint_torque_weight == "parametric":
+        est = cfg.estimator
+        why = [
+            ("solver.backend auto or python (not compiled)", est.solver.backend != "compiled"),
+            ("noise.joint_torque > 0", est.noise.joint_torque > 0.0),
+            ("noise.process_model velocity", est.noise.process_model == "velocity"),
+            ("noise.contact_acceleration 0", est.noise.contact_acceleration == 0.0),
+            ("dynamics.model rigid", est.dynamics.model == "rigid"),
+            ("payload.leg_mass.enabled false", not est.payload.leg_mass.enabled),
+            ("robust.loss quadratic", est.robust.loss == "quadratic"),
+        ]
+        missing = [text for text, ok in why if not ok]
+        if missing:
+            raise ConfigError(f"parameter 'noise.joint_torque_weight' 'parametric' needs {', '.join(missing)}")
     if cfg.estimator.noise.contact_acceleration > 0.0:
         if cfg.estimator.solver.backend == "compiled":
             raise ConfigError(

@@ -78,6 +78,17 @@ from mcoe_ros.multibody.robot import RobotModel
 _REF_FRAMES = (pin.ReferenceFrame.LOCAL, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED)
 
 
+def _spatial_inertia_basis() -> np.ndarray:
+    """(10, 6, 6): the spatial inertia matrix is linear in Pinocchio's dynamic parameters (m, m c, I about the
+    origin), I(π) = Σ_l π_l E_l; E_l = ∂I/∂π_l."""
+    ref = np.array([1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0])  # a physical body, about which to difference
+    base = pin.Inertia.FromDynamicParameters(ref).matrix()
+    return np.array([pin.Inertia.FromDynamicParameters(ref + e).matrix() - base for e in np.eye(10)])
+
+
+_SPATIAL_INERTIA_BASIS = _spatial_inertia_basis()
+
+
 class PhaseDynamicsModel:
     """Discrete dynamics of one phase (contact set) with optional contact-gain reset (see module doc).
 
@@ -156,6 +167,37 @@ class PhaseDynamicsModel:
         cov[np.diag_indices(self.nv)] += floor_std**2
         return cov
 
+    def velocity_noise_covariance_derivative(self, data: PhaseDynamicsData, torque_std: np.ndarray) -> np.ndarray:
+        """Derivative (npi, nv, nv) of the torque-noise part of :meth:`velocity_noise_covariance`,
+        Q_τ = dt² D diag(σ²) Dᵀ with D = da/dτ_j, with respect to pi at the last calc_diff.
+
+        D = A S (A = da/dτ, the first block of the contact KKT matrix's inverse, or M⁻¹ without contacts) depends on
+        pi through the joint-space inertia M only, ∂A/∂π = −A (∂M/∂π) A, so ∂Q_τ/∂π = −(A (∂M/∂π) Q_τ + Q_τ (∂M/∂π) Aᵀ).
+        ∂M/∂π: the payload's parent body enters M as J_pᵀ I_p J_p (J_p its joint's LOCAL Jacobian, I_p its spatial
+        inertia, linear in the joint-frame parameters T π + π_URDF), the rotor inertia as the joints' armature. The
+        friction parameters and IMU biases do not change M (zero slices); a leg mass scale is not supported."""
+        if self.layout.leg_mass:
+            raise ValueError("the torque-noise covariance derivative does not support a leg mass scale")
+        nv, nb = self.nv, self.nv - self.nj
+        a_mat = data.da_dtau
+        d = a_mat[:, nb:] * (self.dt * np.asarray(torque_std, dtype=float))
+        cov = d @ d.T
+        out = np.zeros((self.npi, nv, nv))
+        if not self.payload_on_universe:
+            jac = pin.computeJointJacobian(data.model, data.aux, data.q, self.payload_joint)  # (6, nv) LOCAL
+            aj = a_mat @ jac.T  # (nv, 6)
+            jq = jac @ cov  # (6, nv)
+            basis = np.tensordot(self.payload_to_joint.T, _SPATIAL_INERTIA_BASIS, axes=1)  # (10, 6, 6)
+            out[:10] = aj @ basis @ jq
+        if self.actuator is not None:
+            rows = self.layout.actuator.start + 2 * self.actuator.n_groups  # rotor-inertia parameters
+            for g in range(self.actuator.n_groups):
+                sel = nb + np.flatnonzero(self.actuator.groups[:, g])
+                out[rows + g] = a_mat[:, sel] @ cov[sel]
+        out += out.transpose(0, 2, 1)
+        out *= -1.0
+        return out
+
     def _constraint_models(self, model: pin.Model, feet: Sequence[str], kp: float) -> pin.StdVec_RigidConstraintModel:
         cms = pin.StdVec_RigidConstraintModel()
         for name in feet:
@@ -214,6 +256,7 @@ class PhaseDynamicsModel:
         model, nq, nb = data.model, self.nq, self.nv - self.nj
         self.set_payload(data, pi)
         q, v = x[:nq], x[nq:]
+        data.q[:] = q
         if self.impulse:
             data.vdyn[:] = pin.impulseDynamics(
                 model, data.pdata_imp, q, v, data.cmodels_imp, data.cdatas_imp, self.restitution, data.settings_imp
@@ -387,6 +430,7 @@ class PhaseDynamicsData:
         self.settings_imp = pin.ProximalSettings(dyn.accuracy, dyn.mu, 1)
         if dyn.impulse:
             pin.initConstraintDynamics(self.model, self.pdata_imp, self.cmodels_imp, self.cdatas_imp)
+        self.q = np.zeros(nq)  #: configuration of the last call
         self.tau = np.zeros(nv)
         self.zero_v = np.zeros(nv)
         self._dv = np.zeros(nv)

@@ -5,7 +5,7 @@ coordinates ``noise_dims``, all ndx of them by default) and parameters theta wit
 (10 inertial parameters per estimated body, plus any Euclidean parameter blocks). Cost:
 
     ½ eᵀ H e + gᵀ e            arrival prior, e = (x_0 ⊖ x̄_0, theta − θ̄)   (:class:`ArrivalPrior`)
-  + Σ_k ½ w_kᵀ W_k w_k         process noise, W_k = Σ_w^{-1}
+  + Σ_k ½ w_kᵀ W_k w_k         process noise, W_k = Σ_w^{-1} (W_k(θ) with a parametric noise model, below)
   + Σ_{k=0..N} ½ ‖r_k‖²        whitened measurement residuals of the interval models (terminal knot N included)
 
 subject to the dynamics x_{k+1} = f_k(x_k; pi | u_k) ⊕ G w_k, written as a zero *gap*
@@ -26,6 +26,20 @@ The problem owns one :class:`Knot` per knot (interval data for the linearisation
 trials, and the linearised blocks above), created once; models are shared between knots of the same phase. The
 solver's own state (value function, policy, search direction) lives in the solver (:mod:`mcoe_ros.ocp.solver`), so
 a problem can be solved by any solver.
+
+Parametric noise (``noise_derivative``): when a state-dependent noise covariance Σ_w depends on the parameters (e.g.
+the velocity noise that white joint-torque noise causes, dt² (da/dτ) Σ_τ (da/dτ)ᵀ, through the mass matrix), holding
+W = Σ_w⁻¹ fixed at each linearisation (``noise_model`` alone) biases θ towards parameters that shrink the noise's
+effect (errors in variables: a heavier, larger-inertia body makes the noisy input matter less). With the derivative
+∂Σ_w/∂π, the cost ½ wᵀ W(θ) w = ½ ‖S(θ) w‖² (S = L⁻¹, Σ_w = L Lᵀ) is differentiated in θ as well, Gauss–Newton on
+the whitened residual S(θ) w: with G (nw, ntheta), G[:, i] = (∂S/∂θ_i) w = −Φ(L⁻¹ (∂Σ_w/∂θ_i) L⁻ᵀ) S w (Φ: lower
+triangle, half diagonal; the derivative of the Cholesky factor), its local model is
+    ½ (w + δw)ᵀ W (w + δw) + ℓ_θᵀ δθ + δwᵀ L_wθ δθ + ½ δθᵀ L_θθ δθ,   ℓ_θ = Gᵀ S w,  L_wθ = Sᵀ G,  L_θθ = Gᵀ G,
+where ℓ_θ,i = ½ wᵀ (∂W/∂θ_i) w is the exact gradient. The Riccati recursion, the direction's expected decrease
+and the marginalisation take ℓ_θ, L_wθ, L_θθ as the interval's θ terms (:class:`Knot`); line-search trials evaluate
+½ wᵀ (W + Σ_i δθ_i dW_i) w with dW_i = −W (∂Σ_w/∂θ_i) W. For a fully actuated robot without contacts whose only
+velocity noise is the torque-induced one, ½ wᵀ W(θ) w is exactly the reported torque's residual
+½ ‖τ̃ − ID(x_k, x_k+1; θ)‖²_{Σ_τ⁻¹}, whose weight does not depend on θ: no body is favoured for attenuating the noise.
 """
 
 from __future__ import annotations
@@ -34,6 +48,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.linalg import solve_triangular
 
 from mcoe_ros.ocp.interval import IntervalModel
 from mcoe_ros.ocp.robust import RobustCost
@@ -204,6 +219,9 @@ class Knot:
     the noise model's (W_sqrt its factor), r_weights the weights of the knot's robust residual groups; without one
     W_quad is W. Linearisation: Fth (ndx, ntheta),
     Rth (nr, ntheta), A (ndx, ndx), B (ndx, nw), C (ndx, ntheta), gap c (ndx,), fbar = E c (ndx,), y = f ⊕ G w (nx,).
+    Parametric noise (module docstring; set by :meth:`EstimationProblem.refresh_noise`, None / zero otherwise):
+    dcov (ntheta, nw, nw) = ∂Σ_w/∂θ, dW = ∂W/∂θ, and the θ terms of the noise cost at the knot's w: lth (ntheta,),
+    Lwth (nw, ntheta), Lthth (ntheta, ntheta).
     """
 
     def __init__(
@@ -230,6 +248,27 @@ class Knot:
         self.gap = np.zeros(ndx)
         self.fbar = np.zeros(ndx)
         self.y = np.zeros(model.state.nx)
+        self.dcov: np.ndarray | None = None
+        self.dW: np.ndarray | None = None
+        self.lth = np.zeros(ntheta)
+        self.Lwth = np.zeros((nw, ntheta))
+        self.Lthth = np.zeros((ntheta, ntheta))
+
+    def set_noise_derivative(self, dcov: np.ndarray, w: np.ndarray) -> None:
+        """Parametric noise (module docstring): store ∂Σ_w/∂θ ``dcov`` (ntheta, nw, nw) and dW, and set the noise
+        cost's θ terms ℓ_θ, L_wθ, L_θθ at the noise w (nw,) from the Cholesky factor of Σ_w = W⁻¹."""
+        self.dcov = dcov
+        self.dW = -(self.W @ dcov @ self.W)
+        chol = np.linalg.cholesky(np.linalg.inv(self.W))
+        sqrt_w = solve_triangular(chol, np.eye(len(w)), lower=True)  # S = L⁻¹
+        y = sqrt_w @ w
+        phi = np.tril(sqrt_w @ dcov @ sqrt_w.T)
+        idx = np.arange(len(w))
+        phi[:, idx, idx] *= 0.5
+        g = -(phi @ y).T  # (nw, ntheta): column i = (∂S/∂θ_i) w
+        self.lth[:] = g.T @ y
+        self.Lwth[:] = solve_triangular(chol, g, lower=True, trans="T")  # Sᵀ G
+        self.Lthth[:] = g.T @ g
 
     @staticmethod
     def _sqrt(info: np.ndarray) -> np.ndarray:
@@ -256,6 +295,10 @@ class EstimationProblem:
         noise_model: optional ``noise_model(knot) -> W`` (nw, nw) evaluated from a knot's linearisation (and its
             given information ``knot.W_base``) by :meth:`refresh_noise` (state-dependent process noise, e.g. induced
             by joint-torque noise); W stays fixed between refreshes so that costs within one solve are comparable.
+        noise_derivative: optional ``noise_derivative(knot) -> (npi, nw, nw)``, the derivative of the noise model's
+            covariance W⁻¹ with respect to pi at the knot's linearisation (needs ``noise_model``, no robust cost):
+            the noise cost's θ-dependence then enters the linearisation (module docstring, "Parametric noise"),
+            and W is refreshed at every linearisation.
         robust: optional :class:`~mcoe_ros.ocp.robust.RobustCost` (robust losses on the process noise and on groups
             of measurement residuals, solved by IRLS: see :mod:`mcoe_ros.ocp.robust`); None = all quadratic.
     """
@@ -270,8 +313,12 @@ class EstimationProblem:
         noise_dims: Sequence[int] | None = None,
         noise_model=None,
         robust: RobustCost | None = None,
+        noise_derivative=None,
     ):
+        if noise_derivative is not None and (noise_model is None or robust is not None):
+            raise ValueError("a noise derivative needs a noise model and no robust cost")
         self.robust = robust
+        self.noise_derivative = noise_derivative
         self.state = terminal.state
         self.ndx = self.state.ndx
         self._nv_block = int(getattr(self.state, "q_block", 0))  # block-diagonal manifold Jacobians (ocp.state)
@@ -334,11 +381,16 @@ class EstimationProblem:
             self.knots[k].data.z[:] = z
 
     # ------------------------------------------------------------------ evaluation
-    def noise_cost(self, k: int, w: np.ndarray) -> float:
-        """Process-noise cost ½ wᵀ W w of interval k (robust: ½ ρ(wᵀ W_quad w))."""
+    def noise_cost(self, k: int, w: np.ndarray, dtheta: np.ndarray | None = None) -> float:
+        """Process-noise cost ½ wᵀ W w of interval k (robust: ½ ρ(wᵀ W_quad w)); with a parametric noise model and
+        ``dtheta`` (the step from the linearisation's θ), ½ wᵀ (W + Σ_i dθ_i dW_i) w."""
         if self.robust is not None:
             return self.robust.noise_cost(self.knots[k].W_quad, w)
-        return 0.5 * float(w @ self.knots[k].W @ w)
+        nd = self.knots[k]
+        cost = 0.5 * float(w @ nd.W @ w)
+        if nd.dW is not None and dtheta is not None:
+            cost += 0.5 * float(w @ np.tensordot(dtheta, nd.dW, axes=1) @ w)
+        return cost
 
     def measurement_cost(self, k: int, r: np.ndarray) -> float:
         """Measurement cost of knot k's whitened residual r (nr,): ½ ‖r‖² (robust: ½ Σ ρ over its groups)."""
@@ -415,8 +467,9 @@ class EstimationProblem:
         return cost
 
     def refresh_noise(self, ws: Sequence[np.ndarray]) -> float:
-        """Set every interval's W from ``noise_model`` at the current linearisation (after calc_diff); returns the
-        change of the total noise cost at the noises ``ws`` (0 without a noise model)."""
+        """Set every interval's W from ``noise_model`` at the current linearisation (after calc_diff), and with a
+        ``noise_derivative`` its dW and θ terms at the noises ``ws``; returns the change of the total noise cost at
+        ``ws`` (0 without a noise model)."""
         if self.noise_model is None:
             return 0.0
         delta = 0.0
@@ -431,6 +484,8 @@ class EstimationProblem:
             before = float(w @ knot.W @ w)
             knot.W[:] = self.noise_model(knot)
             knot.W_sqrt[:] = Knot._sqrt(knot.W)
+            if self.noise_derivative is not None:
+                knot.set_noise_derivative(np.einsum("ji,jab->iab", self.dpi, self.noise_derivative(knot)), w)
             delta += 0.5 * (float(w @ knot.W @ w) - before)
         return delta
 
@@ -467,6 +522,10 @@ class EstimationProblem:
                     knot.W[:] = _as_information(info, self.nw)
                     knot.W_base[:] = knot.W
                     knot.W_sqrt[:] = Knot._sqrt(knot.W)
+                    knot.dW = knot.dcov = None  # until the next refresh_noise (parametric noise)
+                    knot.lth[:] = 0.0
+                    knot.Lwth[:] = 0.0
+                    knot.Lthth[:] = 0.0
                     if self.robust is not None:
                         knot.W_quad[:] = knot.W
                     return knot

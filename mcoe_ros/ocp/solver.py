@@ -215,6 +215,10 @@ class MCOESolver:
             wdw = nd.W @ dw[k]
             d1 += float(self.ws[k] @ wdw)
             d2 += float(dw[k] @ wdw)
+            if nd.dW is not None:  # parametric noise (ocp.problem): the noise cost's θ terms
+                lwd = nd.Lwth @ dth
+                d1 += float(nd.lth @ dth)
+                d2 += 2.0 * float(dw[k] @ lwd) + float(dth @ nd.Lthth @ dth)
             dx[k + 1] = nd.fbar + nd.A @ dx[k] + nd.B @ dw[k] + nd.C @ dth
             self.xi[k + 1] = vf.Vx[k + 1] + vf.Vxx[k + 1] @ dx[k + 1] + vf.Vxth[k + 1] @ dth
         self.step = step
@@ -247,7 +251,7 @@ class MCOESolver:
             else:
                 dxk = state.difference(xs[k], xt[k])
                 wt[k][:] = ws[k] - alpha * (vf.k[k] + vf.P[k] @ self.dtheta) - vf.K[k] @ dxk
-            cost += p.noise_cost(k, wt[k])
+            cost += p.noise_cost(k, wt[k], alpha * self.dtheta)
             y = state.integrate(t.xnext, p.noise_tangent(wt[k]))
             if mode == "multiple":
                 xt[k + 1][:] = state.integrate(xs[k + 1], alpha * self.dx[k + 1])
@@ -303,7 +307,8 @@ class MCOESolver:
                 break
             if recalc:
                 cost = p.calc_diff(self.xs, self.ws, self.theta)
-                if it == 0 and o.refresh_noise:
+                # a parametric noise model (its θ terms depend on the point) is refreshed at every linearisation
+                if o.refresh_noise and (it == 0 or p.noise_derivative is not None):
                     cost += p.refresh_noise(self.ws)
                 gaps = np.array([nd.gap for nd in p.knots[:-1]]) if p.N else np.zeros((1, 1))
                 gap_l1 = float(np.abs(gaps).sum())
@@ -461,6 +466,8 @@ class MCOESolver:
         hz[:n, :n] += h
         gz = m.T @ (nd.W @ c0)
         gz[:n] += g
+        if nd.dW is not None:  # parametric noise: δw = (c0 - w) + M z, δθ = z[ndx:n]
+            _add_noise_parameter_terms(nd, m, c0 - w, slice(ndx, n), hz, gz)
         hxx, hxr, hrr = hz[:ndx, :ndx], hz[:ndx, ndx:], hz[ndx:, ndx:]
         sol = np.linalg.solve(hxx, np.column_stack([gz[:ndx], hxr]))
         hr = hrr - hxr.T @ sol[:, 1:]
@@ -505,6 +512,8 @@ class MCOESolver:
         wm = nd.W @ mw
         hy = z.T @ h @ z + mw.T @ wm
         gy = z.T @ (g + h @ z0) + wm.T @ (w + m0)
+        if nd.dW is not None:  # parametric noise: δw = m0 + mw y, δθ = y[ns:ns + nth]
+            _add_noise_parameter_terms(nd, mw, m0, slice(ns, ns + nth), hy, gy)
         huu, hur, hrr = hy[:ns, :ns], hy[:ns, ns:], hy[ns:, ns:]
         sol = np.linalg.solve(huu, np.column_stack([gy[:ns], hur]))
         hr = hrr - hur.T @ sol[:, 1:]
@@ -552,6 +561,16 @@ class MCOESolver:
             self.rollout_guess(self.xs[n_old - k], self.theta, start=n_old - k)
         if self.riccati.n_knots != p.N + 1:
             self._allocate()
+
+
+def _add_noise_parameter_terms(nd, mw: np.ndarray, m0: np.ndarray, th: slice, hess: np.ndarray, grad: np.ndarray):
+    """Add a parametric noise cost's θ terms (ocp.problem, "Parametric noise") to a quadratic in variables y where
+    δw = m0 + mw y and δθ = y[th]: ℓ_θᵀ δθ + δwᵀ L_wθ δθ + ½ δθᵀ L_θθ δθ (in place)."""
+    cross = mw.T @ nd.Lwth
+    hess[:, th] += cross
+    hess[th, :] += cross.T
+    hess[th, th] += nd.Lthth
+    grad[th] += nd.lth + nd.Lwth.T @ m0
 
 
 def _el(t0: float) -> float:
