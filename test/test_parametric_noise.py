@@ -243,8 +243,8 @@ def test_errors_in_variables_frozen_weight_overestimates_the_mass_parametric_doe
     ids=["free", "four-feet", "landing"],
 )
 def test_go1_torque_noise_covariance_derivative_matches_finite_differences(contacts, impulse):
-    """∂Q_τ/∂π of PhaseDynamicsModel (payload body, rotor inertia; zero for friction and IMU biases) against central
-    differences of velocity_noise_covariance; worst relative error over the columns reported."""
+    """∂Q/∂π of PhaseDynamicsModel (torque and contact-constraint noise; payload body, rotor inertia; zero for friction
+    and IMU biases) against central differences of velocity_noise_covariance; worst relative error reported."""
     robot = RobotModel()
     act = ActuatorModel(robot)
     layout = ParameterLayout(n_actuator=act.n_params, gyro_bias=True, acc_bias=True)
@@ -257,9 +257,9 @@ def test_go1_torque_noise_covariance_derivative_matches_finite_differences(conta
     pi = np.zeros(layout.size)
     pi[:10] = payload_pi()
     pi[layout.actuator] = np.r_[np.full(3, 1.0), np.full(3, 0.2), np.full(3, 0.01)]
-    std = np.full(robot.nj, 0.1)
+    std, contact_std = np.full(robot.nj, 0.1), 5.0
     dyn.calc_diff(data, x, u, pi)
-    analytic = dyn.velocity_noise_covariance_derivative(data, std)
+    analytic = dyn.velocity_noise_covariance_derivative(data, std, contact_std)
     worst, scale_all = 0.0, np.abs(analytic).max()
     for j in range(layout.size):
         h = 1e-6 * max(1.0, abs(pi[j]))
@@ -268,7 +268,7 @@ def test_go1_torque_noise_covariance_derivative_matches_finite_differences(conta
             p = pi.copy()
             p[j] += sign * h
             dyn.calc_diff(data, x, u, p)
-            cov.append(dyn.velocity_noise_covariance(data, std, 0.0))
+            cov.append(dyn.velocity_noise_covariance(data, std, 0.0, contact_std))
         fd = (cov[0] - cov[1]) / (2.0 * h)
         err = np.abs(fd - analytic[j]).max()
         worst = max(worst, err / max(np.abs(fd).max(), 1e-6 * scale_all))
@@ -280,14 +280,13 @@ def test_go1_torque_noise_covariance_derivative_matches_finite_differences(conta
 
 def test_estimator_parametric_torque_weight_runs_the_python_solver():
     """noise.joint_torque_weight parametric: the config refuses what it cannot honour (compiled backend, no torque
-    noise, robust loss, contact noise, soft model, leg mass scale), 'auto' runs the Python solver, and the knots carry
+    noise, robust loss, soft model, leg mass scale), 'auto' runs the Python solver, and the knots carry
     the noise cost's θ terms."""
     base = {"noise.joint_torque_weight": "parametric", "noise.joint_torque": 0.1}
     bad = [
         ({"solver.backend": "compiled"}, "solver.backend"),
-        ({"noise.joint_torque": 0.0}, "noise.joint_torque > 0"),
+        ({"noise.joint_torque": 0.0}, "noise.joint_torque or noise.contact_acceleration > 0"),
         ({"robust.loss": "huber"}, "robust.loss"),
-        ({"noise.contact_acceleration": 1.0}, "noise.contact_acceleration"),
         ({"payload.leg_mass.enabled": True}, "payload.leg_mass"),
     ]
     for extra, text in bad:

@@ -228,7 +228,8 @@ class ProblemBuilder:
                 if noise.joint_torque_weight == "parametric":
 
                     def noise_derivative(knot) -> np.ndarray:
-                        return knot.model.dynamics.velocity_noise_covariance_derivative(knot.data.dyn, torque_std)
+                        dyn = knot.model.dynamics
+                        return dyn.velocity_noise_covariance_derivative(knot.data.dyn, torque_std, contact_std)
 
                     self.noise_derivative = noise_derivative
         else:

@@ -84,11 +84,11 @@ class NoiseConfig:
     #: (docs/realism.md, runs 4 and 5)
     touchdown_transient: float = 0.0
     joint_torque: float = 0.0  #: white noise of the reported joint torques, N m (process_model 'velocity' only)
-    #: how the payload's estimate sees the velocity noise that ``joint_torque`` causes (its covariance depends on the
-    #: mass matrix, so on the inertial parameters): 'frozen' evaluates it at each linearisation and holds it fixed in
-    #: θ (then a least-squares estimate prefers a body that makes the noisy torque matter less: heavier, larger
-    #: inertia; the errors-in-variables bias of docs/realism.md); 'parametric' differentiates the noise cost in θ as
-    #: well (:mod:`mcoe_ros.ocp.problem`, "Parametric noise"; Python solver only)
+    #: how the payload's estimate sees the velocity noise that ``joint_torque`` (and ``contact_acceleration``) cause
+    #: (its covariance depends on the mass matrix, so on the inertial parameters): 'frozen' evaluates it at each
+    #: linearisation and holds it fixed in θ (then a least-squares estimate prefers a body that makes the noisy torque
+    #: matter less: heavier, larger inertia; the errors-in-variables bias of docs/realism.md); 'parametric'
+    #: differentiates the noise cost in θ as well (:mod:`mcoe_ros.ocp.problem`, "Parametric noise"; Python solver)
     joint_torque_weight: str = "frozen"
     #: white noise on each stance foot's contact-constraint acceleration J a = -γ + w, m/s² (isotropic; process_model
     #: 'velocity', rigid dynamics, Python solver only): the rigid contact holds feet that really move (a soft ground's

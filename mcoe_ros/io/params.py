@@ -226,8 +226,8 @@ _TABLE: tuple[Param, ...] = (
     Param(
         "noise.joint_torque_weight",
         "estimator.noise.joint_torque_weight",
-        "velocity noise of noise.joint_torque: held fixed in the parameters at each linearisation, or differentiated"
-        " in them too (parametric: no errors-in-variables bias; Python solver only)",
+        "velocity noise of noise.joint_torque and noise.contact_acceleration: held fixed in the parameters at each"
+        " linearisation, or differentiated in them too (parametric: no errors-in-variables bias; Python solver only)",
         ("frozen", "parametric"),
     ),
     Param(
@@ -636,9 +636,11 @@ def check_config(cfg: NodeConfig) -> NodeConfig:
         est = cfg.estimator
         why = [
             ("solver.backend auto or python (not compiled)", est.solver.backend != "compiled"),
-            ("noise.joint_torque > 0", est.noise.joint_torque > 0.0),
+            (
+                "noise.joint_torque or noise.contact_acceleration > 0",
+                est.noise.joint_torque > 0.0 or est.noise.contact_acceleration > 0.0,
+            ),
             ("noise.process_model velocity", est.noise.process_model == "velocity"),
-            ("noise.contact_acceleration 0", est.noise.contact_acceleration == 0.0),
             ("dynamics.model rigid", est.dynamics.model == "rigid"),
             ("payload.leg_mass.enabled false", not est.payload.leg_mass.enabled),
             ("robust.loss quadratic", est.robust.loss == "quadratic"),

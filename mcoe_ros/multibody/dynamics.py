@@ -167,21 +167,24 @@ class PhaseDynamicsModel:
         cov[np.diag_indices(self.nv)] += floor_std**2
         return cov
 
-    def velocity_noise_covariance_derivative(self, data: PhaseDynamicsData, torque_std: np.ndarray) -> np.ndarray:
-        """Derivative (npi, nv, nv) of the torque-noise part of :meth:`velocity_noise_covariance`,
-        Q_τ = dt² D diag(σ²) Dᵀ with D = da/dτ_j, with respect to pi at the last calc_diff.
+    def velocity_noise_covariance_derivative(
+        self, data: PhaseDynamicsData, torque_std: np.ndarray, contact_std: float = 0.0
+    ) -> np.ndarray:
+        """Derivative (npi, nv, nv) of the dynamics part of :meth:`velocity_noise_covariance` (torque noise and contact
+        constraint noise; the floor is constant), Q = D Dᵀ with D = dt [da/dτ_j diag(σ_τ), σ_c da/dw], with respect to
+        pi at the last calc_diff.
 
-        D = A S (A = da/dτ, the first block of the contact KKT matrix's inverse, or M⁻¹ without contacts) depends on
-        pi through the joint-space inertia M only, ∂A/∂π = −A (∂M/∂π) A, so ∂Q_τ/∂π = −(A (∂M/∂π) Q_τ + Q_τ (∂M/∂π) Aᵀ).
-        ∂M/∂π: the payload's parent body enters M as J_pᵀ I_p J_p (J_p its joint's LOCAL Jacobian, I_p its spatial
-        inertia, linear in the joint-frame parameters T π + π_URDF), the rotor inertia as the joints' armature. The
-        friction parameters and IMU biases do not change M (zero slices); a leg mass scale is not supported."""
+        Both blocks of D are blocks of the contact KKT matrix's inverse (da/dτ = A, its first block, or M⁻¹ without
+        contacts; da/dw its off-diagonal block), which depends on pi through the joint-space inertia M only:
+        ∂D/∂π = −A (∂M/∂π) D, so ∂Q/∂π = −(A (∂M/∂π) Q + Q (∂M/∂π) Aᵀ). ∂M/∂π: the payload's parent body enters M as
+        J_pᵀ I_p J_p (J_p its joint's LOCAL Jacobian, I_p its spatial inertia, linear in the joint-frame parameters
+        T π + π_URDF), the rotor inertia as the joints' armature. The friction parameters and IMU biases do not change
+        M (zero slices); a leg mass scale is not supported."""
         if self.layout.leg_mass:
             raise ValueError("the torque-noise covariance derivative does not support a leg mass scale")
-        nv, nb = self.nv, self.nv - self.nj
+        nv = self.nv
         a_mat = data.da_dtau
-        d = a_mat[:, nb:] * (self.dt * np.asarray(torque_std, dtype=float))
-        cov = d @ d.T
+        cov = self.velocity_noise_covariance(data, torque_std, 0.0, contact_std)
         out = np.zeros((self.npi, nv, nv))
         if not self.payload_on_universe:
             jac = pin.computeJointJacobian(data.model, data.aux, data.q, self.payload_joint)  # (6, nv) LOCAL
@@ -192,7 +195,7 @@ class PhaseDynamicsModel:
         if self.actuator is not None:
             rows = self.layout.actuator.start + 2 * self.actuator.n_groups  # rotor-inertia parameters
             for g in range(self.actuator.n_groups):
-                sel = nb + np.flatnonzero(self.actuator.groups[:, g])
+                sel = nv - self.nj + np.flatnonzero(self.actuator.groups[:, g])
                 out[rows + g] = a_mat[:, sel] @ cov[sel]
         out += out.transpose(0, 2, 1)
         out *= -1.0
