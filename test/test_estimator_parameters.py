@@ -16,7 +16,6 @@ from mcoe_ros.estimation.config import (
 )
 from mcoe_ros.estimation.excitation import leg_joint_indices, swing_fraction, swing_speed
 from mcoe_ros.io import messages
-from mcoe_ros.io.bag import iter_messages
 from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.io.params import ConfigError, node_config
 from mcoe_ros.multibody import compiled
@@ -24,7 +23,7 @@ from mcoe_ros.multibody.actuator import ParameterLayout
 from mcoe_ros.multibody.inertia import is_physically_consistent, pi_about_com, pi_from_com
 from mcoe_ros.multibody.interval import MultibodyIntervalModel
 from mcoe_ros.multibody.robot import RobotModel
-from mcoe_ros.testing.data import SAMPLE_BAG
+from mcoe_ros.testing.data import first_estimates
 
 
 @pytest.fixture(scope="module")
@@ -77,12 +76,7 @@ def test_estimator_with_every_parameter_block_runs_and_reports_them():
     over["payload.leg_mass.min_swing_speed"] = 0.0
     over.update({"estimator.window": 0.06, "estimator.tick_period": 0.02, "solver.max_iterations": 1})
     feed = SensorFeed(node_config(over))
-    out = []
-    for _topic, t_ns, msg in iter_messages(SAMPLE_BAG, ["low_state"]):
-        feed.low_state(msg, t_ns * 1e-9)
-        out += feed.poll()
-        if len(out) >= 6:
-            break
+    out = first_estimates(feed, 6)
     est = out[-1]
     assert est.source == "oe" and est.is_finite()
     assert est.actuator[0].shape == (9,) and np.all(est.actuator[0] > 0)  # positive by construction
@@ -128,12 +122,7 @@ def test_leg_mass_gate_keeps_k_on_windows_without_swing():
     prior (the anchor), the published deviation stays ~0 kg; a knot with a foot in the air counts as swing."""
     over = {"payload.leg_mass.enabled": True, "estimator.window": 0.06, "estimator.tick_period": 0.02}
     feed = SensorFeed(node_config(over))
-    out = []
-    for _topic, t_ns, msg in iter_messages(SAMPLE_BAG, ["low_state"]):
-        feed.low_state(msg, t_ns * 1e-9)
-        out += feed.poll()
-        if len(out) >= 4:
-            break
+    out = first_estimates(feed, 4)
     gate = feed.estimator.leg_gate
     assert gate.solves >= 4 and gate.frozen == gate.solves
     assert abs(out[-1].leg_mass[0]) < 0.01
@@ -157,12 +146,7 @@ def test_contact_acceleration_noise_runs_the_python_solver_with_shaped_noise():
         node_config({"noise.contact_acceleration": 30.0, "dynamics.model": "soft", "actuator.enabled": False})
     over = {"noise.contact_acceleration": 30.0, "estimator.window": 0.06, "estimator.tick_period": 0.02}
     feed = SensorFeed(node_config(over))
-    out = []
-    for _topic, t_ns, msg in iter_messages(SAMPLE_BAG, ["low_state"]):
-        feed.low_state(msg, t_ns * 1e-9)
-        out += feed.poll()
-        if len(out) >= 2:
-            break
+    out = first_estimates(feed, 2)
     assert type(feed.estimator.solver).__name__ == "MCOESolver" and out[-1].is_finite()
     knot = feed.estimator.solver.problem.knots[0]
     assert not np.allclose(knot.W, np.diag(np.diag(knot.W)))  # shaped by da/dw: not diagonal

@@ -4,13 +4,12 @@ import numpy as np
 import pytest
 
 from mcoe_ros.estimation.excitation import ActuatorGuard, anchored, joint_excitation
-from mcoe_ros.io.bag import iter_messages
 from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.io.params import node_config
 from mcoe_ros.ocp import numdiff
 from mcoe_ros.ocp.problem import ArrivalPrior
 from mcoe_ros.ocp.state import StateVector
-from mcoe_ros.testing.data import SAMPLE_BAG
+from mcoe_ros.testing.data import first_estimates
 
 
 class _Knot:
@@ -51,12 +50,7 @@ def test_anchor_adds_a_quadratic_on_the_chosen_parameters_only():
 def _run(overrides: dict, n_estimates: int = 5) -> SensorFeed:
     over = {"actuator.enabled": True, "estimator.window": 0.06, "estimator.tick_period": 0.02}
     feed = SensorFeed(node_config({**over, **overrides}))
-    out = []
-    for _topic, t_ns, msg in iter_messages(SAMPLE_BAG, ["low_state"]):
-        feed.low_state(msg, t_ns * 1e-9)
-        out += feed.poll()
-        if len(out) >= n_estimates:
-            break
+    out = first_estimates(feed, n_estimates)
     assert out and all(e.is_finite() for e in out)
     return feed
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mcoe_ros.io.bag import iter_messages
 from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.io.params import ConfigError, node_config
 from mcoe_ros.multibody.actuator import ActuatorModel, ParameterLayout
@@ -26,7 +25,7 @@ from mcoe_ros.ocp.interval import IntervalData, IntervalModel
 from mcoe_ros.ocp.problem import ArrivalPrior, EstimationProblem, PositiveParameters
 from mcoe_ros.ocp.solver import MCOESolver, SolverOptions
 from mcoe_ros.ocp.state import StateVector
-from mcoe_ros.testing.data import SAMPLE_BAG
+from mcoe_ros.testing.data import first_estimates
 from mcoe_ros.testing.go1 import FEET, payload_pi, standing_state
 from mcoe_ros.testing.toy import dense_kkt_step
 
@@ -296,12 +295,7 @@ def test_estimator_parametric_torque_weight_runs_the_python_solver():
         node_config({"noise.joint_torque_weight": "exact"})
     over = {**base, "estimator.window": 0.06, "estimator.tick_period": 0.02}
     feed = SensorFeed(node_config(over))
-    out = []
-    for _topic, t_ns, msg in iter_messages(SAMPLE_BAG, ["low_state"]):
-        feed.low_state(msg, t_ns * 1e-9)
-        out += feed.poll()
-        if len(out) >= 3:
-            break
+    out = first_estimates(feed, 3)
     est = feed.estimator
     assert type(est.solver).__name__ == "MCOESolver" and all(e.is_finite() for e in out)
     knots = est.solver.problem.knots[:-1]

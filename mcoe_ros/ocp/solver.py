@@ -79,7 +79,9 @@ class SolverOptions:
     armijo: float = 1e-4
     nonmonotone_memory: int = 2
     nu_init: float = 1.0
-    refresh_noise: bool = True  #: re-evaluate a state-dependent noise model at the first linearisation of a solve
+    #: re-evaluate a state-dependent noise model at the first linearisation of a solve (at every one with a parametric
+    #: noise model, whose θ terms depend on the point: mcoe_ros.ocp.problem)
+    refresh_noise: bool = True
     #: when the iteration budget is spent, still compute the direction at the returned point (the convergence flag
     #: and ``arrival_hessian`` need it; the returned estimate and its linearisation do not): False saves a backward
     #: pass per solve (the estimator's real-time iteration), the result then has converged=False and no

@@ -8,6 +8,20 @@ import os
 SAMPLE_BAG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "go1_sample")
 
 
+def first_estimates(feed, count: int, bag: str = SAMPLE_BAG) -> list:
+    """Feed ``bag``'s ``low_state`` messages to ``feed`` (a :class:`mcoe_ros.io.feed.SensorFeed`), polling after
+    each, until it has produced ``count`` estimates (or the bag ends); returns them."""
+    from mcoe_ros.io.bag import iter_messages
+
+    out = []
+    for _, t_ns, msg in iter_messages(bag, ["low_state"]):
+        feed.low_state(msg, t_ns * 1e-9)
+        out += feed.poll()
+        if len(out) >= count:
+            break
+    return out
+
+
 def play_low_states(feed, seconds: float, bag: str = SAMPLE_BAG) -> None:
     """Feed the first ``seconds`` of ``bag``'s LowState stream to ``feed`` (a :class:`mcoe_ros.io.feed.SensorFeed`)
     in real-time order, polling after every message (grid advance, due solves), as the replay does."""
