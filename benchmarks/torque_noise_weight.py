@@ -9,11 +9,12 @@ torque-shaped velocity noise (``noise.joint_torque`` 0.1 N m, the simulated leve
 (``--floor``: ``noise.process_velocity`` and ``noise.process_joint_velocity``), the two weights side by side, plus
 the default configuration for reference; ``--variant`` adds overrides to the frozen/parametric columns (e.g.
 ``actuator.enabled=false``, ``noise.accelerometer=100`` = accelerometer off). Cell: mass error % / CoM error mm
-(vertical component in brackets)::
+(vertical component in brackets); ``--actuator`` also prints the identified actuator parameters of each run (viscous
+N m s/rad, Coulomb N m, rotor inertia kg m^2 per joint group, last estimate)::
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/torque_noise_weight.py --keep DIR \\
         [--rows clean tau_std] [--seeds 7 1 2] [--cases squat-sway:5kg-off:real:4] [--floor 0.002] \\
-        [--variant actuator.enabled=false --variant noise.accelerometer=100]
+        [--variant actuator.enabled=false --variant noise.accelerometer=100] [--actuator]
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def main() -> int:
     )
     ap.add_argument("--floor", type=float, default=0.002, help="diagonal velocity noise floor per step, m/s or rad/s")
     ap.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE", help="overrides (repeatable)")
+    ap.add_argument("--actuator", action="store_true", help="print the identified actuator parameters too")
     args = ap.parse_args()
     cols = columns(args.floor, args.variant)
     head = "| bag | " + " | ".join(f"{c}: mass / CoM mm (z)" for c in cols) + " |"
@@ -80,13 +82,24 @@ def main() -> int:
             scenario, payload, profile, seconds = spec.split(":")
             case = rs.Case(scenario, payload, profile, float(seconds))
             bags.append((case.name, rs.make_case_bag(case, root)))
+        actuator_lines = []
         for name, path in bags:
             t0 = time.perf_counter()
-            cells = [cell(sa.evaluate(path, over)) for over in cols.values()]
+            cells = []
+            for col, over in cols.items():
+                cells.append(cell(sa.evaluate(path, over)))
+                act = rs.LAST_HISTORY[-1].actuator
+                if args.actuator and act is not None:
+                    actuator_lines.append(f"| {name} | {col} | " + " / ".join(f"{v:.4g}" for v in act[0]) + " |")
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
             print(lines[-1], f"({time.perf_counter() - t0:.0f} s)", flush=True)
     print(f"\nfloor {args.floor:g}, variant {' '.join(args.variant) or '-'}\n")
     print("\n".join(lines))
+    if actuator_lines:
+        print(
+            "\n| bag | column | identified actuator parameters (ActuatorModel.parameter_names order) |\n|---|---|---|"
+        )
+        print("\n".join(actuator_lines))
     return 0
 
 
