@@ -9,12 +9,13 @@ torque-shaped velocity noise (``noise.joint_torque`` 0.1 N m, the simulated leve
 (``--floor``: ``noise.process_velocity`` and ``noise.process_joint_velocity``), the two weights side by side, plus
 the default configuration for reference; ``--variant`` adds overrides to the frozen/parametric columns (e.g.
 ``actuator.enabled=false``, ``noise.accelerometer=100`` = accelerometer off). Cell: mass error % / CoM error mm
-(vertical component in brackets); ``--actuator`` also prints the identified actuator parameters of each run (viscous
-N m s/rad, Coulomb N m, rotor inertia kg m^2 per joint group, last estimate)::
+(vertical component in brackets); ``--sigma`` adds the raw Gauss-Newton standard deviation of the vertical CoM (the
+published covariance without its calibration factor), ``--actuator`` prints the identified actuator parameters of
+each run (viscous N m s/rad, Coulomb N m, rotor inertia kg m^2 per joint group; last estimate)::
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/torque_noise_weight.py --keep DIR \\
         [--rows clean tau_std] [--seeds 7 1 2] [--cases squat-sway:5kg-off:real:4] [--floor 0.002] \\
-        [--variant actuator.enabled=false --variant noise.accelerometer=100] [--actuator]
+        [--variant actuator.enabled=false --variant noise.accelerometer=100] [--sigma] [--actuator]
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import time
 
 import numpy as np
 
+from mcoe_ros.apps.evaluate import payload_summary
 from mcoe_ros.testing.reporting import parse_overrides
 from mcoe_ros.testing.scripts import load_benchmark
 
@@ -50,9 +52,14 @@ def columns(floor: float, variant: list[str]) -> dict[str, dict]:
     }
 
 
-def cell(r: dict) -> str:
+def cell(r: dict, sigma: bool) -> str:
     d = r["dcom_mm"]
-    return f"{r['mass_pct']:.2f} % / {np.linalg.norm(d):.0f} ({d[2]:+.0f})"
+    out = f"{r['mass_pct']:.2f} % / {np.linalg.norm(d):.0f} ({d[2]:+.0f})"
+    if sigma:  # raw Gauss-Newton std of the vertical CoM of the last estimate
+        est = rs.LAST_HISTORY[-1]
+        raw = payload_summary(est.payload_pi, est.payload_cov / est.solve.get("cov_scale", 1.0))
+        out += f" σz {1e3 * raw['com_std_m'][2]:.1f}"
+    return out
 
 
 def main() -> int:
@@ -65,6 +72,7 @@ def main() -> int:
     )
     ap.add_argument("--floor", type=float, default=0.002, help="diagonal velocity noise floor per step, m/s or rad/s")
     ap.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE", help="overrides (repeatable)")
+    ap.add_argument("--sigma", action="store_true", help="add the raw Gauss-Newton std of the vertical CoM, mm")
     ap.add_argument("--actuator", action="store_true", help="print the identified actuator parameters too")
     args = ap.parse_args()
     cols = columns(args.floor, args.variant)
@@ -87,7 +95,7 @@ def main() -> int:
             t0 = time.perf_counter()
             cells = []
             for col, over in cols.items():
-                cells.append(cell(sa.evaluate(path, over)))
+                cells.append(cell(sa.evaluate(path, over), args.sigma))
                 act = rs.LAST_HISTORY[-1].actuator
                 if args.actuator and act is not None:
                     actuator_lines.append(f"| {name} | {col} | " + " / ".join(f"{v:.4g}" for v in act[0]) + " |")
