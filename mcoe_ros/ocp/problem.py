@@ -220,8 +220,8 @@ class Knot:
     W_quad is W. Linearisation: Fth (ndx, ntheta),
     Rth (nr, ntheta), A (ndx, ndx), B (ndx, nw), C (ndx, ntheta), gap c (ndx,), fbar = E c (ndx,), y = f ⊕ G w (nx,).
     Parametric noise (module docstring; set by :meth:`EstimationProblem.refresh_noise`, None / zero otherwise):
-    dcov (ntheta, nw, nw) = ∂Σ_w/∂θ, dW = ∂W/∂θ, and the θ terms of the noise cost at the knot's w: lth (ntheta,),
-    Lwth (nw, ntheta), Lthth (ntheta, ntheta).
+    dW (ntheta, nw, nw) = ∂W/∂θ, and the θ terms of the noise cost at the knot's w: lth (ntheta,), Lwth (nw, ntheta),
+    Lthth (ntheta, ntheta).
     """
 
     def __init__(
@@ -248,16 +248,14 @@ class Knot:
         self.gap = np.zeros(ndx)
         self.fbar = np.zeros(ndx)
         self.y = np.zeros(model.state.nx)
-        self.dcov: np.ndarray | None = None
         self.dW: np.ndarray | None = None
         self.lth = np.zeros(ntheta)
         self.Lwth = np.zeros((nw, ntheta))
         self.Lthth = np.zeros((ntheta, ntheta))
 
     def set_noise_derivative(self, dcov: np.ndarray, w: np.ndarray) -> None:
-        """Parametric noise (module docstring): store ∂Σ_w/∂θ ``dcov`` (ntheta, nw, nw) and dW, and set the noise
-        cost's θ terms ℓ_θ, L_wθ, L_θθ at the noise w (nw,) from the Cholesky factor of Σ_w = W⁻¹."""
-        self.dcov = dcov
+        """Parametric noise (module docstring): from ∂Σ_w/∂θ ``dcov`` (ntheta, nw, nw) set dW and the noise cost's θ
+        terms ℓ_θ, L_wθ, L_θθ at the noise w (nw,) (Cholesky factor of Σ_w = W⁻¹)."""
         self.dW = -(self.W @ dcov @ self.W)
         chol = np.linalg.cholesky(np.linalg.inv(self.W))
         sqrt_w = solve_triangular(chol, np.eye(len(w)), lower=True)  # S = L⁻¹
@@ -522,7 +520,7 @@ class EstimationProblem:
                     knot.W[:] = _as_information(info, self.nw)
                     knot.W_base[:] = knot.W
                     knot.W_sqrt[:] = Knot._sqrt(knot.W)
-                    knot.dW = knot.dcov = None  # until the next refresh_noise (parametric noise)
+                    knot.dW = None  # until the next refresh_noise (parametric noise)
                     knot.lth[:] = 0.0
                     knot.Lwth[:] = 0.0
                     knot.Lthth[:] = 0.0
