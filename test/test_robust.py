@@ -127,20 +127,13 @@ def test_compiled_declares_robust_unsupported():
 
 
 def _run_sample(over: dict, n: int = 4) -> tuple[list, object]:
-    from mcoe_ros.io.bag import iter_messages
     from mcoe_ros.io.feed import SensorFeed
     from mcoe_ros.io.params import node_config
-    from mcoe_ros.testing.data import SAMPLE_BAG
+    from mcoe_ros.testing.data import first_estimates
 
     base = {"estimator.window": 0.06, "estimator.tick_period": 0.02, "noise.joint_torque": 0.1}
     feed = SensorFeed(node_config({**base, **over}))
-    out = []
-    for _topic, t_ns, msg in iter_messages(SAMPLE_BAG, ["low_state"]):
-        feed.low_state(msg, t_ns * 1e-9)
-        out += feed.poll()
-        if len(out) >= n:
-            break
-    return out, feed.estimator
+    return first_estimates(feed, n), feed.estimator
 
 
 def test_estimator_with_robust_loss_and_calibration():
