@@ -1,5 +1,6 @@
-"""Contact-phase dependent process noise (noise.touchdown_transient): the schedule of loose intervals from a contact
-sequence, the window's per-interval noise at a shift, the estimator's wiring into the solver, config validation."""
+"""Contact-phase dependent process noise (noise.touchdown_transient, noise.settled_joint_velocity): the schedule of
+loose and tight intervals from a contact sequence, the window's per-interval noise at a shift, the estimator's wiring
+into the solver, config validation."""
 
 import numpy as np
 import pytest
@@ -44,7 +45,7 @@ def test_interval_noise_of_a_shift_is_the_windows_schedule():
     """The noise of the k newest intervals (a shift) is the tail of the whole window's schedule: an interval's noise
     depends on its own and earlier knots only, so it does not change while the interval stays in the window;
     with touchdown_transient 0 every interval gets process_joint_velocity."""
-    cfg = EstimatorConfig(noise=NoiseConfig(touchdown_transient=0.006))  # 3 knots of 2 ms
+    cfg = EstimatorConfig(noise=NoiseConfig(touchdown_transient=0.006, settled_joint_velocity=0.0))  # 3 knots of 2 ms
     builder = Estimator(cfg).builder
     assert builder.transient_length == 3
     tight, loose = builder.noise_info, builder.transient_info
@@ -62,10 +63,38 @@ def test_interval_noise_of_a_shift_is_the_windows_schedule():
         assert builder.interval_noise(knots[: 20 + 1], k) == full[20 - k : 20]  # an earlier window
     knots[6].detector_start = True  # a restart at knot 6: knot 7's contacts are no touch-down
     assert [i for i, w in enumerate(builder.interval_noise(knots, 29)) if w is loose] == [18, 19, 20]
-    every = Estimator(EstimatorConfig()).builder  # default: process_joint_velocity everywhere
+    every = Estimator(EstimatorConfig(noise=NoiseConfig(settled_joint_velocity=0.0))).builder  # everywhere
     assert every.transient_length == 0
     assert all(w is every.noise_info for w in every.interval_noise(knots, 29))
     assert np.allclose(every.noise_info[6:], cfg.noise.process_joint_velocity**-2.0)
+
+
+def test_settled_joint_noise_while_every_foot_is_settled():
+    """noise.settled_joint_velocity (default): an interval whose first knot has every foot settled (its settled flags,
+    or its contacts without them) gets the tight joint value, any other interval process_joint_velocity; the base block
+    is the same on both; the schedule of a shift is the tail of the window's; 0 turns the rule off."""
+    cfg = EstimatorConfig()
+    assert cfg.noise.settled_joint_velocity == 0.002
+    builder = Estimator(cfg).builder
+    tight, loose = builder.settled_info, builder.noise_info
+    assert np.allclose(tight[6:], 0.002**-2.0) and np.allclose(loose[6:], cfg.noise.process_joint_velocity**-2.0)
+    np.testing.assert_array_equal(tight[:6], loose[:6])
+    flags = [FEET4] * 30
+    flags[4] = (False, True, True, True)  # a foot in the air at knot 4
+    knots = _knots(flags)
+    knots[9].settled = (True, True, False, True)  # in contact but not settled (landing / unloading) at knot 9
+    knots[12].settled = FEET4  # explicit flags, all settled
+    full = builder.interval_noise(knots, 29)
+    assert [i for i, w in enumerate(full) if w is loose] == [4, 9]
+    assert all(w is tight for i, w in enumerate(full) if i not in (4, 9))
+    for k in (1, 5, 21, 26):
+        assert all(a is b for a, b in zip(builder.interval_noise(knots, k), full[-k:], strict=True))
+    off = Estimator(EstimatorConfig(noise=NoiseConfig(settled_joint_velocity=0.0))).builder
+    assert off.settled_info is None
+    assert all(w is off.noise_info for w in off.interval_noise(knots, 29))
+    assert node_config({"noise.settled_joint_velocity": 0.003}).estimator.noise.settled_joint_velocity == 0.003
+    with pytest.raises(ConfigError, match="noise.settled_joint_velocity"):
+        node_config({"noise.settled_joint_velocity": -0.001})
 
 
 def test_touchdown_transient_is_validated():
@@ -78,12 +107,12 @@ def test_touchdown_transient_is_validated():
 
 @pytest.mark.parametrize("backend", ["compiled", "python"])
 def test_estimator_solver_holds_the_windows_schedule(backend):
-    """On the sample bag (touch-downs, shifts, a cold start) the solver's intervals carry the noise of the window's
-    schedule, with either backend."""
+    """On the sample bag (touch-downs, shifts, a cold start, settled stance) the solver's intervals carry the noise of
+    the window's schedule (touch-down transients and the settled rule), with either backend."""
     if backend == "compiled" and not compiled.available():
         pytest.skip(f"extension not built: {compiled.IMPORT_ERROR}")
     feed = SensorFeed(node_config({"noise.touchdown_transient": 0.03, "solver.backend": backend}))
-    est, loose_seen, ticks, t_first = feed.estimator, 0, 0, None
+    est, loose_seen, settled_seen, ticks, t_first = feed.estimator, 0, 0, 0, None
     for _topic, t_ns, msg in iter_messages(SAMPLE_BAG, ["low_state"]):
         feed.low_state(msg, t_ns * 1e-9)
         polled = feed.poll()
@@ -103,9 +132,10 @@ def test_estimator_solver_holds_the_windows_schedule(backend):
                 got = np.diag(problem.knots[k].W_base)
             np.testing.assert_array_equal(got, w)
         loose_seen += sum(w is est.builder.transient_info for w in expected)
-        if ticks >= 4 and loose_seen:
+        settled_seen += sum(w is est.builder.settled_info for w in expected)
+        if ticks >= 4 and loose_seen and settled_seen:
             break
-    assert ticks >= 4 and loose_seen > 0
+    assert ticks >= 4 and loose_seen > 0 and settled_seen > 0
 
 
 def test_the_detectors_start_knot_takes_the_next_knots_stance_feet():

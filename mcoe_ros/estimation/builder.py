@@ -20,7 +20,8 @@ Process noise per interval (``process_model`` 'velocity'): diagonal on the veloc
 interval, or with ``noise.touchdown_transient`` > 0 only on the intervals of a touch-down transient
 (:func:`transient_knots`: from a knot where the dynamics starts holding a foot, for that long), where the rigid
 contact holds a landing foot that still slides and sinks, and ``process_velocity`` elsewhere (a documented model
-choice, docs/realism.md run 5).
+choice, docs/realism.md run 5); with ``noise.settled_joint_velocity`` > 0, an interval whose first knot has every
+foot settled (:attr:`GridKnot.measured`) gets that value on the joints instead (docs/realism.md, session 11).
 """
 
 from __future__ import annotations
@@ -198,6 +199,7 @@ class ProblemBuilder:
         self.torque_noise: np.ndarray | None = None
         #: intervals of a touch-down transient after the knot that starts holding a foot (0: none, see module doc)
         self.transient_length = 0
+        self.settled_info: np.ndarray | None = None
         self.contact_noise = 0.0
         if noise.process_model == "velocity":
             self.noise_dims = np.arange(nv, 2 * nv)
@@ -212,6 +214,10 @@ class ProblemBuilder:
                 self.transient_length = int(round(noise.touchdown_transient / config.grid.dt))
             else:  # every interval
                 self.noise_info = self.transient_info
+            if noise.settled_joint_velocity > 0.0:
+                #: diagonal information on an interval whose first knot has every foot settled
+                self.settled_info = self.noise_info.copy()
+                self.settled_info[robot.nu_base :] = noise.settled_joint_velocity**-2.0
             #: m/s², white noise on each stance foot's constraint acceleration (0: none; Python solver only)
             self.contact_noise = noise.contact_acceleration
             if noise.joint_torque > 0.0 or noise.contact_acceleration > 0.0:
@@ -307,17 +313,25 @@ class ProblemBuilder:
 
     def interval_noise(self, knots: Sequence[GridKnot], k: int) -> list[np.ndarray]:
         """Diagonal process-noise information (nw,) of each of the last k intervals of a run of knots (the window,
-        k <= len(knots) - 1): ``transient_info`` on a touch-down transient of the held feet (:func:`transient_knots`),
-        ``noise_info`` elsewhere."""
+        k <= len(knots) - 1): ``settled_info`` on an interval whose first knot has every foot settled (with
+        ``noise.settled_joint_velocity``), else ``transient_info`` on a touch-down transient of the held feet
+        (:func:`transient_knots`), ``noise_info`` elsewhere. An interval's noise depends on its own and earlier knots
+        only: a shift's new intervals are the tail of the window's schedule."""
         n = len(knots)
         if not 0 <= k < n:
             raise ValueError(f"need 0 <= k < {n} intervals")
         if self.transient_length == 0:
-            return [self.noise_info] * k
-        run = knots[max(0, n - 1 - k - self.transient_length) :]  # the touch-downs that reach the k intervals
-        known = [not kn.detector_start for kn in run]
-        loose = transient_knots([self.held(kn) for kn in run], self.transient_length, known)[-k - 1 : -1]
-        return [self.transient_info if t else self.noise_info for t in loose]
+            out = [self.noise_info] * k
+        else:
+            run = knots[max(0, n - 1 - k - self.transient_length) :]  # the touch-downs that reach the k intervals
+            known = [not kn.detector_start for kn in run]
+            loose = transient_knots([self.held(kn) for kn in run], self.transient_length, known)[-k - 1 : -1]
+            out = [self.transient_info if t else self.noise_info for t in loose]
+        if self.settled_info is not None:
+            for j, knot in enumerate(knots[n - 1 - k : n - 1]):
+                if all(knot.measured):
+                    out[j] = self.settled_info
+        return out
 
     # ---------------------------------------------------------------- initial guesses
     def initial_state(self, knot: GridKnot, position: np.ndarray) -> np.ndarray:

@@ -52,7 +52,7 @@ class NoiseConfig:
     input with white noise (sensor noise, unmodelled actuator effects) whose effect on the motion depends on the
     configuration and the contacts, plus unmodelled generalized forces Σ_v, the interval's diagonal velocity noise
     (``process_velocity``, ``process_base_linear``, ``process_joint_velocity`` on the intervals ``touchdown_transient``
-    selects).
+    selects, ``settled_joint_velocity`` on the joints while every foot is settled).
     """
 
     joint_position: float = 0.002  #: rad
@@ -83,7 +83,15 @@ class NoiseConfig:
     #: in reality still slides and sinks; loose joint velocities everywhere also take information from slow motions
     #: (docs/realism.md, runs 4 and 5)
     touchdown_transient: float = 0.0
-    joint_torque: float = 0.0  #: white noise of the reported joint torques, N m (process_model 'velocity' only)
+    #: per grid step on the joint velocities of an interval whose first knot has every foot settled (standing on
+    #: settled feet, :attr:`GridKnot.measured`), rad/s; 0 = the value above. There the rigid contacts hold what the
+    #: feet do and the reported torques' information is kept (tight, with ``joint_torque``'s torque-shaped noise);
+    #: while a foot swings, lands or unloads the soft, rolling feet move every leg of the closed chain in ways the
+    #: rigid contacts do not explain, and the loose ``process_joint_velocity`` keeps that out of the payload
+    #: (docs/realism.md, session 11)
+    settled_joint_velocity: float = 0.002
+    #: white noise of the reported joint torques, N m (process_model 'velocity' only)
+    joint_torque: float = 0.1
     #: how the payload's estimate sees the velocity noise that ``joint_torque`` (and ``contact_acceleration``) cause
     #: (its covariance depends on the mass matrix, so on the inertial parameters): 'frozen' evaluates it at each
     #: linearisation and holds it fixed in θ (then a least-squares estimate prefers a body that makes the noisy torque

@@ -257,6 +257,12 @@ _TABLE: tuple[Param, ...] = (
         " on the joints, s; 0 = process_joint_velocity on every interval",
     ),
     Param(
+        "noise.settled_joint_velocity",
+        "estimator.noise.settled_joint_velocity",
+        "process noise on the joint velocities per step while every foot is settled (the torques' information kept),"
+        " rad/s; 0 = as on the other intervals",
+    ),
+    Param(
         "noise.arrival_position",
         "estimator.noise.arrival_position",
         "initial arrival prior on configuration, m or rad",
@@ -518,6 +524,7 @@ _BOUNDS = {
     "noise.process_base_linear": NONNEGATIVE,
     "noise.process_joint_velocity": NONNEGATIVE,
     "noise.touchdown_transient": (0.0, 1.0, True),
+    "noise.settled_joint_velocity": NONNEGATIVE,
     **{f"noise.{n}": POSITIVE for n in ("arrival_position", "arrival_velocity")},
     "noise.joint_torque": NONNEGATIVE,
     "noise.contact_acceleration": NONNEGATIVE,
