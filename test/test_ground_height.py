@@ -172,11 +172,15 @@ def test_settled_feet_wait_for_the_touch_down_transient_and_need_load():
     out = [det.settled(0.002 * k, flags, forces) for k in range(20)]
     assert not out[0].any() and not out[14].any()  # within 30 ms of the touch-down
     assert list(out[15]) == [True, True, False, False]  # 30 ms: loaded feet only (30 N < 0.7 x the 76.7 N mean)
+    assert list(det.aged) == [True, True, True, False]  # down for 30 ms, loaded or not
+    np.testing.assert_allclose(det.stance_time, [0.038, 0.038, 0.038, 0.0])  # s down at the last call (t = 38 ms)
     flags[0] = False  # lift-off, then a new touch-down: the settling time starts again
     det.settled(0.040, flags, forces)
+    assert det.stance_time[0] == 0.0 and not det.aged[0]
     flags[0] = True
     assert not det.settled(0.042, flags, forces)[0]
     assert det.settled(0.072, flags, forces)[0]
+    np.testing.assert_allclose(det.stance_time[:2], [0.030, 0.072])
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
-"""Contact-phase dependent process noise (noise.touchdown_transient, noise.settled_joint_velocity): the schedule of
-loose and tight intervals from a contact sequence, the window's per-interval noise at a shift, the estimator's wiring
-into the solver, config validation."""
+"""Contact-phase dependent process noise (noise.touchdown_transient, noise.settled_joint_velocity, noise.settled_time):
+the schedule of loose and tight intervals from a contact sequence, the window's per-interval noise at a shift, the
+estimator's wiring into the solver, config validation."""
 
 import numpy as np
 import pytest
@@ -70,31 +70,58 @@ def test_interval_noise_of_a_shift_is_the_windows_schedule():
 
 
 def test_settled_joint_noise_while_every_foot_is_settled():
-    """noise.settled_joint_velocity (default): an interval whose first knot has every foot settled (its settled flags,
-    or its contacts without them) gets the tight joint value, any other interval process_joint_velocity; the base block
-    is the same on both; the schedule of a shift is the tail of the window's; 0 turns the rule off."""
-    cfg = EstimatorConfig()
-    assert cfg.noise.settled_joint_velocity == 0.002
+    """noise.settled_joint_velocity (default): an interval whose first knot has every foot settled (its settled flags:
+    down and loaded, or its contacts without them) gets the tight joint value, any other interval
+    process_joint_velocity; the base block is the same on both; the schedule of a shift is the tail of the window's;
+    0 turns the rule off."""
+    assert EstimatorConfig().noise.settled_joint_velocity == 0.002 and EstimatorConfig().noise.settled_time == 0.3
+    cfg = EstimatorConfig(noise=NoiseConfig(settled_time=0.0))  # the settled (loaded) feet only
     builder = Estimator(cfg).builder
     tight, loose = builder.settled_info, builder.noise_info
     assert np.allclose(tight[6:], 0.002**-2.0) and np.allclose(loose[6:], cfg.noise.process_joint_velocity**-2.0)
     np.testing.assert_array_equal(tight[:6], loose[:6])
-    flags = [FEET4] * 30
-    flags[4] = (False, True, True, True)  # a foot in the air at knot 4
-    knots = _knots(flags)
-    knots[9].settled = (True, True, False, True)  # in contact but not settled (landing / unloading) at knot 9
-    knots[12].settled = FEET4  # explicit flags, all settled
+    knots = _settling_knots()
     full = builder.interval_noise(knots, 29)
-    assert [i for i, w in enumerate(full) if w is loose] == [4, 9]
-    assert all(w is tight for i, w in enumerate(full) if i not in (4, 9))
+    expected = [4, 9, 15, 20]
+    assert [i for i, w in enumerate(full) if w is loose] == expected
+    assert all(w is tight for i, w in enumerate(full) if i not in expected)
     for k in (1, 5, 21, 26):
         assert all(a is b for a, b in zip(builder.interval_noise(knots, k), full[-k:], strict=True))
-    off = Estimator(EstimatorConfig(noise=NoiseConfig(settled_joint_velocity=0.0))).builder
+    off = Estimator(EstimatorConfig(noise=NoiseConfig(settled_joint_velocity=0.0, settled_time=0.0))).builder
     assert off.settled_info is None
     assert all(w is off.noise_info for w in off.interval_noise(knots, 29))
     assert node_config({"noise.settled_joint_velocity": 0.003}).estimator.noise.settled_joint_velocity == 0.003
     with pytest.raises(ConfigError, match="noise.settled_joint_velocity"):
         node_config({"noise.settled_joint_velocity": -0.001})
+
+
+def _settling_knots():
+    """30 knots of four-foot stance but a foot in the air at knot 4, a foot down but unloaded at 9 (a sway's light
+    foot) and at 20 (down for 50 ms), a foot landed 10 ms before knot 15."""
+    flags = [FEET4] * 30
+    flags[4] = (False, True, True, True)
+    knots = _knots(flags)
+    knots[9].settled = (True, True, False, True)
+    knots[12].settled = FEET4  # explicit flags, all settled
+    knots[15].stance_time = (1.0, 0.01, 1.0, 1.0)
+    knots[15].settled = (True, False, True, True)
+    knots[20].stance_time = (0.05, 1.0, 1.0, 1.0)
+    knots[20].settled = (False, True, True, True)
+    return knots
+
+
+@pytest.mark.parametrize(("settled_time", "expected"), [(0.03, [4, 15]), (0.1, [4, 15, 20])])
+def test_settled_time_counts_feet_down_long_enough_as_settled(settled_time, expected):
+    """noise.settled_time > 0: an interval whose first knot has every foot down for at least that long (its stance
+    times; its contacts without them) gets the tight joint value too, loaded or not; a foot in the air or landed
+    since less keeps the loose value unless every foot is settled."""
+    builder = Estimator(EstimatorConfig(noise=NoiseConfig(settled_time=settled_time))).builder
+    full = builder.interval_noise(_settling_knots(), 29)
+    assert [i for i, w in enumerate(full) if w is builder.noise_info] == expected
+    assert all(w is builder.settled_info for i, w in enumerate(full) if i not in expected)
+    assert node_config({"noise.settled_time": 0.1}).estimator.noise.settled_time == 0.1
+    with pytest.raises(ConfigError, match="noise.settled_time"):
+        node_config({"noise.settled_time": -0.01})
 
 
 def test_touchdown_transient_is_validated():

@@ -21,7 +21,9 @@ interval, or with ``noise.touchdown_transient`` > 0 only on the intervals of a t
 (:func:`transient_knots`: from a knot where the dynamics starts holding a foot, for that long), where the rigid
 contact holds a landing foot that still slides and sinks, and ``process_velocity`` elsewhere (a documented model
 choice, docs/realism.md run 5); with ``noise.settled_joint_velocity`` > 0, an interval whose first knot has every
-foot settled (:attr:`GridKnot.measured`) gets that value on the joints instead (docs/realism.md, session 11).
+foot settled (:attr:`GridKnot.measured`: down and loaded) gets that value on the joints instead (docs/realism.md,
+session 11), and so does, with ``noise.settled_time`` > 0, one whose first knot has every foot down for that long
+(:meth:`GridKnot.down_for`, session 12).
 """
 
 from __future__ import annotations
@@ -200,6 +202,7 @@ class ProblemBuilder:
         #: intervals of a touch-down transient after the knot that starts holding a foot (0: none, see module doc)
         self.transient_length = 0
         self.settled_info: np.ndarray | None = None
+        self.settled_time = noise.settled_time  #: s every foot down for an interval to count as settled (0: off)
         self.contact_noise = 0.0
         if noise.process_model == "velocity":
             self.noise_dims = np.arange(nv, 2 * nv)
@@ -314,9 +317,9 @@ class ProblemBuilder:
     def interval_noise(self, knots: Sequence[GridKnot], k: int) -> list[np.ndarray]:
         """Diagonal process-noise information (nw,) of each of the last k intervals of a run of knots (the window,
         k <= len(knots) - 1): ``settled_info`` on an interval whose first knot has every foot settled (with
-        ``noise.settled_joint_velocity``), else ``transient_info`` on a touch-down transient of the held feet
-        (:func:`transient_knots`), ``noise_info`` elsewhere. An interval's noise depends on its own and earlier knots
-        only: a shift's new intervals are the tail of the window's schedule."""
+        ``noise.settled_joint_velocity``; or down for ``noise.settled_time``), else ``transient_info`` on a touch-down
+        transient of the held feet (:func:`transient_knots`), ``noise_info`` elsewhere. An interval's noise depends on
+        its own and earlier knots only: a shift's new intervals are the tail of the window's schedule."""
         n = len(knots)
         if not 0 <= k < n:
             raise ValueError(f"need 0 <= k < {n} intervals")
@@ -328,8 +331,9 @@ class ProblemBuilder:
             loose = transient_knots([self.held(kn) for kn in run], self.transient_length, known)[-k - 1 : -1]
             out = [self.transient_info if t else self.noise_info for t in loose]
         if self.settled_info is not None:
+            down = self.settled_time > 0.0
             for j, knot in enumerate(knots[n - 1 - k : n - 1]):
-                if all(knot.measured):
+                if all(knot.measured) or (down and all(knot.down_for(self.settled_time))):
                     out[j] = self.settled_info
         return out
 

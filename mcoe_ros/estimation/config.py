@@ -52,7 +52,7 @@ class NoiseConfig:
     input with white noise (sensor noise, unmodelled actuator effects) whose effect on the motion depends on the
     configuration and the contacts, plus unmodelled generalized forces Σ_v, the interval's diagonal velocity noise
     (``process_velocity``, ``process_base_linear``, ``process_joint_velocity`` on the intervals ``touchdown_transient``
-    selects, ``settled_joint_velocity`` on the joints while every foot is settled).
+    selects, ``settled_joint_velocity`` on the joints while every foot is settled or, with ``settled_time``, down).
     """
 
     joint_position: float = 0.002  #: rad
@@ -90,6 +90,13 @@ class NoiseConfig:
     #: rigid contacts do not explain, and the loose ``process_joint_velocity`` keeps that out of the payload
     #: (docs/realism.md, session 11)
     settled_joint_velocity: float = 0.002
+    #: s; > 0: an interval whose first knot has every foot down for at least this long counts as settled too, loaded
+    #: or not (:meth:`GridKnot.down_for`). Settled alone asks each foot's load above contact.settle_fraction of the
+    #: mean (:attr:`GridKnot.measured`), and a sway shifts the load between the feet: it holds on only ~30 % of a
+    #: sway's knots, and on the others the loose joints let the dynamics' base acceleration follow a biased
+    #: accelerometer instead of the kinematics, at the payload mass's expense (docs/realism.md, session 12). 0.3 s:
+    #: longer than a pronk's or a walk's four-foot phases (their landings stay loose); 0 = off
+    settled_time: float = 0.3
     #: white noise of the reported joint torques, N m (process_model 'velocity' only)
     joint_torque: float = 0.1
     #: how the payload's estimate sees the velocity noise that ``joint_torque`` (and ``contact_acceleration``) cause

@@ -1,4 +1,5 @@
-"""Keeping the identified actuator parameters physical: an excitation gate and bounds (issue 13).
+"""Keeping the identified actuator parameters physical: an excitation gate and bounds (issue 13); the same gate for the
+leg mass scale (:class:`LegMassGate`).
 
 The actuator parameters p = (viscous b_v, Coulomb b_c, rotor inertia I_r) per joint group
 (:class:`mcoe_ros.multibody.actuator.ActuatorModel`) enter the joint torque balance through the regressor columns
@@ -101,13 +102,19 @@ class LegMassGate:
         if swing and (self.min_swing_speed <= 0.0 or swing_speed(knots, self.leg_joints) >= self.min_swing_speed):
             return run()
         self.frozen += 1
-        problem = solver.problem
-        original = problem.prior
-        problem.prior = anchored(original, self.index, solver.theta, FREEZE_INFORMATION)
-        try:
-            return run()
-        finally:
-            problem.prior = original
+        return frozen_run(solver, self.index, run)
+
+
+def frozen_run(solver, indices: np.ndarray, run):
+    """``run()`` (a solve on ``solver``) with θ[indices] anchored at the solver's current values: for that solve only,
+    never information (see the module docstring's gate)."""
+    problem = solver.problem
+    original = problem.prior
+    problem.prior = anchored(original, indices, solver.theta, FREEZE_INFORMATION)
+    try:
+        return run()
+    finally:
+        problem.prior = original
 
 
 class ActuatorGuard:
@@ -133,16 +140,11 @@ class ActuatorGuard:
         self.solves += 1
         self.last_excitation = joint_excitation(knots)
         self.last_frozen = self.last_excitation < self.min_excitation
-        problem = solver.problem
-        original = problem.prior
         if self.last_frozen:
             self.frozen += 1
-            problem.prior = anchored(original, self.indices, solver.theta, FREEZE_INFORMATION)
-        try:
+            result = frozen_run(solver, self.indices, lambda: solver.solve(max_iter=iterations))
+        else:
             result = solver.solve(max_iter=iterations)
-        finally:
-            if self.last_frozen:
-                problem.prior = original
         return self.bound(solver, result)
 
     def bound(self, solver, result):

@@ -39,6 +39,14 @@ class GridKnot:
     #: the first knot after the contact detector's (re)start: its flags are the detector's initial state (no contact
     #: until a force persists for contact.min_duration), so the next knot's contacts are no touch-down
     detector_start: bool = False
+    #: s each foot has been down (ContactDetector.stance_time, 0 in the air); None = not known
+    stance_time: tuple[float, ...] | None = None
+
+    def down_for(self, duration: float) -> tuple[bool, ...]:
+        """The feet down for at least ``duration`` s (the contacts where that is not known)."""
+        if self.stance_time is None:
+            return self.contacts
+        return tuple(c and s >= duration - 1e-9 for c, s in zip(self.contacts, self.stance_time, strict=True))
 
     @property
     def measured(self) -> tuple[bool, ...]:
@@ -128,8 +136,9 @@ class SlidingWindow:
             flags = tuple(bool(f) for f in raw)
             settled = tuple(bool(f) for f in self.detector.settled(t, np.asarray(flags), forces))
             aged = tuple(bool(f) for f in self.detector.aged)
+            stance_time = tuple(float(s) for s in self.detector.stance_time)
             start = not self.knots  # emptied only by restart(), which resets the detector
-            self.knots.append(GridKnot(t, joint, imu, flags, forces, settled, aged, start))
+            self.knots.append(GridKnot(t, joint, imu, flags, forces, settled, aged, start, stance_time))
             self.n_created += 1
             created += 1
         return created

@@ -263,6 +263,12 @@ _TABLE: tuple[Param, ...] = (
         " rad/s; 0 = as on the other intervals",
     ),
     Param(
+        "noise.settled_time",
+        "estimator.noise.settled_time",
+        "an interval whose first knot has every foot down for at least this long gets noise.settled_joint_velocity"
+        " too, loaded or not, s; 0 = settled (loaded) feet only",
+    ),
+    Param(
         "noise.arrival_position",
         "estimator.noise.arrival_position",
         "initial arrival prior on configuration, m or rad",
@@ -525,6 +531,7 @@ _BOUNDS = {
     "noise.process_joint_velocity": NONNEGATIVE,
     "noise.touchdown_transient": (0.0, 1.0, True),
     "noise.settled_joint_velocity": NONNEGATIVE,
+    "noise.settled_time": (0.0, 10.0, True),
     **{f"noise.{n}": POSITIVE for n in ("arrival_position", "arrival_velocity")},
     "noise.joint_torque": NONNEGATIVE,
     "noise.contact_acceleration": NONNEGATIVE,

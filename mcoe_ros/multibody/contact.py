@@ -106,6 +106,8 @@ class ContactDetector:
         self._stance_since = np.full(nf, np.nan)  #: time each foot's contact flag turned on (settled)
         #: stance feet down for at least settle_time at the last call of settled() (nfeet,)
         self.aged = np.zeros(nf, dtype=bool)
+        #: s each foot had been down at the last call of settled() (nfeet,; 0 in the air)
+        self.stance_time = np.zeros(nf)
         self.forces = np.zeros((nf, 3))
         # columns of each foot's leg: the actuated joints that support the foot frame
         self._leg_cols = []
@@ -145,6 +147,7 @@ class ContactDetector:
         self.flags[:] = False
         self._pending_since[:] = np.nan
         self._stance_since[:] = np.nan
+        self.stance_time[:] = 0.0
 
     def settled(self, t: float, flags: np.ndarray, forces: np.ndarray) -> np.ndarray:
         """Which stance feet of ``flags`` (nfeet,) at time t (s) are settled: in contact for at least
@@ -159,7 +162,8 @@ class ContactDetector:
         cfg = self.config
         fz = forces[:, 2]
         mean = float(fz[flags].mean()) if flags.any() else 0.0
-        self.aged = flags & (t - since >= cfg.settle_time - 1e-9)
+        self.stance_time = np.where(flags, t - since, 0.0)
+        self.aged = flags & (self.stance_time >= cfg.settle_time - 1e-9)
         return self.aged & (fz >= cfg.settle_fraction * mean)
 
     def estimate_forces(
