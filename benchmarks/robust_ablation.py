@@ -52,6 +52,7 @@ def series_entry(e) -> dict:
         "chi2_dof": e.solve.get("chi2_dof"),
         "cov_scale": e.solve.get("cov_scale"),
         "pose_cov_scale": e.solve.get("pose_cov_scale"),
+        "bias_cov": None if e.bias_cov is None else [c.tolist() for c in e.bias_cov],
     }
 
 
@@ -65,6 +66,7 @@ def _estimates(series: list[dict]) -> list[SimpleNamespace]:
             position=np.array(e["position"]),
             quat_xyzw=np.array(e["quat_xyzw"]),
             pose_cov=np.array(e["pose_cov"]),
+            bias_cov=tuple(np.array(c) for c in e["bias_cov"]) if e.get("bias_cov") else None,
             solve={
                 "chi2_dof": e["chi2_dof"],
                 "cov_scale": e["cov_scale"] or 1.0,

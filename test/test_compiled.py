@@ -217,8 +217,12 @@ def test_terminal_covariance_and_marginal_prior_match_python(solved):
         scale = np.abs(p_ref.hessian).max()
         _close(p.hessian / scale, p_ref.hessian / scale)
         _close(p.gradient / scale, p_ref.gradient / scale)
+        _close(p.sensitivity / scale, p_ref.sensitivity / scale)  # consider analysis (IMU biases)
         _close(p.x_bar, p_ref.x_bar)
-    # the estimator's covariance of (x_N, theta)
+    # the estimator's covariance of (x_N, theta) and its consider sensitivity
+    _close(cs.terminal_covariance(), py.terminal_covariance(), 1e-7)
+    sens_ref = py.consider_sensitivity
+    _close(cs.consider_sensitivity / np.abs(sens_ref).max(), sens_ref / np.abs(sens_ref).max(), 1e-7)
     prior = py.marginal_prior(n, relinearize=False)
     hess = prior.linearize(prob.state, py.xs[n], py.theta)[2]
     knot = prob.knots[n]
@@ -298,6 +302,7 @@ def test_shift_after_covariance_reuses_the_solves_work():
     scale = np.abs(pp.hessian).max()
     _close(cp.hessian / scale, pp.hessian / scale)
     _close(cp.gradient / scale, pp.gradient / scale)
+    _close(cp.sensitivity / scale, pp.sensitivity / scale)  # carried by the shift (consider analysis)
     _close(np.array(cs.xs), np.array(py.xs))
     for budget in (0, 1):  # 0: the reused first linearisation alone (cost), 1: a full warm step
         res, cres = py.solve(max_iter=budget), cs.solve(max_iter=budget)
@@ -306,6 +311,10 @@ def test_shift_after_covariance_reuses_the_solves_work():
         _close(np.array(cres.xs), np.array(res.xs), 1e-8)
     # the Python-facing calc_diff always relinearises: the same cost as the reused linearisation
     _close(cs._cpp.calc_diff(), res.cost)
+    # the consider sensitivity of the shifted window, its prior's part included
+    _close(cs.terminal_covariance(), py.terminal_covariance(), 1e-7)
+    sens_ref = py.consider_sensitivity
+    _close(cs.consider_sensitivity / np.abs(sens_ref).max(), sens_ref / np.abs(sens_ref).max(), 1e-7)
 
 
 def test_threads_give_identical_results():

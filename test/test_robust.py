@@ -139,7 +139,8 @@ def _run_sample(over: dict, n: int = 4) -> tuple[list, object]:
 def test_estimator_with_robust_loss_and_calibration():
     """robust.loss huber on the process noise and the contact residuals: the problem carries the robust cost (the
     auto backend falls back to the Python solver), estimates are finite, and 'residual' covariance scaling multiplies
-    the published covariances by max(σ̂², floor) while the solver's own belief (theta_cov) is unscaled."""
+    the published covariances by max(σ̂², floor) (before the IMU biases' share is added) while the solver's own belief
+    (theta_cov) is unscaled."""
     from mcoe_ros.ocp.solver import MCOESolver
 
     out, est = _run_sample(
@@ -152,8 +153,12 @@ def test_estimator_with_robust_loss_and_calibration():
     assert chi2 > 0.0 and last.solve["cov_scale"] == pytest.approx(chi2)
     ref, _ = _run_sample({"robust.loss": "huber", "robust.covariance_scaling": "none"})
     assert ref[-1].solve["cov_scale"] == 1.0 and ref[-1].solve["chi2_dof"] == pytest.approx(chi2)
-    np.testing.assert_allclose(last.payload_cov, chi2 * ref[-1].payload_cov, rtol=1e-9, atol=1e-15)
-    np.testing.assert_allclose(last.pose_cov, chi2 * ref[-1].pose_cov, rtol=1e-9, atol=1e-15)
+    # the IMU biases' share (imu_bias.consider) is added after the scaling, the same in both runs
+    (pose_b, _, payload_b), (ref_pose_b, _, ref_payload_b) = last.bias_cov, ref[-1].bias_cov
+    np.testing.assert_allclose(payload_b, ref_payload_b, rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(pose_b, ref_pose_b, rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(last.payload_cov - payload_b, chi2 * (ref[-1].payload_cov - ref_payload_b), rtol=1e-9)
+    np.testing.assert_allclose(last.pose_cov - pose_b, chi2 * (ref[-1].pose_cov - ref_pose_b), rtol=1e-9)
     np.testing.assert_allclose(last.theta_cov, ref[-1].theta_cov, rtol=1e-9, atol=1e-15)
     from mcoe_ros.multibody.measurements import ContactVelocity
 
@@ -250,8 +255,13 @@ def test_estimator_consistency_scaling_scales_payload_only():
     ref, _ = _run_sample({"robust.covariance_scaling": "none"}, n=6)
     for a, b in zip(out, ref, strict=True):
         assert a.solve["cov_scale"] >= 1.0 and a.solve["pose_cov_scale"] >= 1.0
-        np.testing.assert_allclose(a.payload_cov, a.solve["cov_scale"] * b.payload_cov, rtol=1e-9, atol=1e-15)
-        np.testing.assert_allclose(a.pose_cov, a.solve["pose_cov_scale"] * b.pose_cov, rtol=1e-9, atol=1e-15)
+        # the IMU biases' share (imu_bias.consider) is added after the scaling, the same in both runs
+        (pose_b, _, payload_b), (ref_pose_b, _, ref_payload_b) = a.bias_cov, b.bias_cov
+        np.testing.assert_allclose(payload_b, ref_payload_b, rtol=1e-9, atol=1e-15)
+        scaled = a.solve["cov_scale"] * (b.payload_cov - ref_payload_b)
+        np.testing.assert_allclose(a.payload_cov - payload_b, scaled, rtol=1e-9, atol=1e-15)
+        scaled = a.solve["pose_cov_scale"] * (b.pose_cov - ref_pose_b)
+        np.testing.assert_allclose(a.pose_cov - pose_b, scaled, rtol=1e-9, atol=1e-15)
     est.reset_payload()
     assert np.isnan(est.consistency.statistic())
 

@@ -241,6 +241,13 @@ PYBIND11_MODULE(_mcoe, m) {
           "Time the solver's sections (not the single Pinocchio calls) of the following calls on this thread (threads "
           "= 1; on: reset and start, off: stop); read with pinocchio_floor_sites().")
       .def_property(
+          "consider", [](const Solver& s) { return s.options.consider; },
+          [](Solver& s, bool on) {
+            s.options.consider = on;
+            s.invalidate();
+          },
+          "Consider analysis of the IMU biases (consider_sensitivity, the priors' G); False: not computed.")
+      .def_property(
           "threads", [](const Solver& s) { return s.options.threads; },
           [](Solver& s, int n) { s.options.threads = n; })
       .def_property(
@@ -275,13 +282,21 @@ PYBIND11_MODULE(_mcoe, m) {
                py::gil_scoped_release release;
                p = s.marginalPrior(k, relinearize);
              }
-             return py::make_tuple(p.x_bar, p.theta_bar, p.H, p.g);
+             return py::make_tuple(p.x_bar, p.theta_bar, p.H, p.g, p.G);
            })
       .def("terminal_covariance", &Solver::terminalCovariance, py::call_guard<py::gil_scoped_release>())
+      .def_readonly("consider_sensitivity", &Solver::considerSensitivity,
+                    "d(x_N, theta)/db (ndx + ntheta, 6) of the last terminal_covariance: b = the IMU biases (gyro, "
+                    "accelerometer) of the readings that do not estimate theirs (consider analysis).")
       .def_property(
-          "prior", [](const Solver& s) { return py::make_tuple(s.prior.x_bar, s.prior.theta_bar, s.prior.H, s.prior.g); },
+          "prior",
+          [](const Solver& s) {
+            return py::make_tuple(s.prior.x_bar, s.prior.theta_bar, s.prior.H, s.prior.g, s.prior.G);
+          },
           [](Solver& s, const py::tuple& t) {
-            s.setPrior(Prior{t[0].cast<Vec>(), t[1].cast<Vec>(), t[2].cast<Mat>(), t[3].cast<Vec>()});
+            // (x_bar, theta_bar, H, g[, G]): G (ndx + ntheta, 6) the gradient's consider sensitivity, absent = zeros
+            Mat sens = t.size() > 4 && !t[4].is_none() ? t[4].cast<Mat>() : Mat();
+            s.setPrior(Prior{t[0].cast<Vec>(), t[1].cast<Vec>(), t[2].cast<Mat>(), t[3].cast<Vec>(), sens});
           })
       .def_property_readonly("N", &Solver::N)
       .def_property_readonly("ndx", &Solver::ndx)

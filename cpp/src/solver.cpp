@@ -191,12 +191,13 @@ void riccatiSweep(const PinModel& pm, const std::vector<Knot>& knots, const std:
 // encoder rows are -W on their joints' columns (no pi part): their W^T W is added to that diagonal block; the other
 // measurements' rows are gathered in jr for one symmetric rank update
 // (jr: the thread's scratch, at least (nr, ndx + ntheta))
-void measurementGram(Knot& kn, const IntervalData& d, Mat& jr) {
+void measurementGram(Knot& kn, const IntervalData& d, Mat& jr, bool consider) {
   using MK = MeasurementSpec::Kind;
   const IntervalModel& m = *kn.model;
   const int ndx = static_cast<int>(d.Rx.cols()), nth = static_cast<int>(kn.Rth.cols());
   kn.Hr.setZero();
   kn.gr.setZero();
+  kn.Gr.setZero();
   int rows = 0;
   for (size_t i = 0; i < m.measurements.size(); ++i) {
     const MeasurementSpec& s = m.measurements[i];
@@ -209,6 +210,12 @@ void measurementGram(Knot& kn, const IntervalData& d, Mat& jr) {
     }
     jr.middleRows(rows, n).leftCols(ndx) = d.Rx.middleRows(ro, n);
     jr.middleRows(rows, n).rightCols(nth) = kn.Rth.middleRows(ro, n);
+    if (consider && (s.kind == MK::Gyro || s.kind == MK::SpecificForce) && s.bias_start < 0) {
+      // consider analysis: an unestimated bias b adds to the reading, r = W (z - h): dr/db = W on these rows
+      const int c = s.kind == MK::Gyro ? 0 : 3;
+      kn.Gr.block(0, c, ndx, 3).noalias() += d.Rx.middleRows(ro, n).transpose() * s.W;
+      kn.Gr.block(ndx, c, nth, 3).noalias() += kn.Rth.middleRows(ro, n).transpose() * s.W;
+    }
     kn.gr.head(ndx).noalias() += d.Rx.middleRows(ro, n).transpose() * d.r.segment(ro, n);
     kn.gr.tail(nth).noalias() += kn.Rth.middleRows(ro, n).transpose() * d.r.segment(ro, n);
     rows += n;
@@ -265,6 +272,7 @@ Knot Solver::makeKnot(const std::shared_ptr<const IntervalModel>& m, const Noise
   kn.Rth.setZero(m->nr, nth);
   kn.Hr.setZero(ndx_ + nth, ndx_ + nth);
   kn.gr.setZero(ndx_ + nth);
+  kn.Gr.setZero(ndx_ + nth, kConsider);
   kn.A.setZero(ndx_, ndx_);
   kn.C.setZero(ndx_, nth);
   kn.M1.setZero(nv_, nv_);
@@ -359,6 +367,16 @@ double Solver::priorCost(const Vec& x0, const Vec& th) const {
   return prior.g.dot(e) + 0.5 * e.dot(prior.H * e);
 }
 
+Mat Solver::priorSensitivity(const Vec& x0) const {
+  const int n = ndx_ + param_.size();
+  if (prior.G.size() == 0) return Mat::Zero(n, kConsider);
+  Mat jq = Mat::Zero(nv_, nv_);
+  pin::dDifference(state_model_->model, prior.x_bar.head(nq_), x0.head(nq_), jq, pin::ARG1);
+  Mat out = prior.G;
+  out.topRows(nv_) = (jq.transpose() * prior.G.topRows(nv_)).eval();
+  return out;
+}
+
 double Solver::priorLinearize(const Vec& x0, const Vec& th, Vec& grad, Mat& hess) const {
   const int nth = static_cast<int>(th.size());
   Vec e(ndx_ + nth);
@@ -403,7 +421,7 @@ void Solver::linearizeKnot(int k) {
     MCOE_TIMED("linearise: IntervalModel::calcDiff", kn.model->calcDiff(d, xs[k], pi));
   kn.forward_ready = false;
   kn.Rth.noalias() = d.Rp * dpi;
-  MCOE_TIMED("measurementGram", measurementGram(kn, d, s.jr));
+  MCOE_TIMED("measurementGram", measurementGram(kn, d, s.jr, options.consider));
   kn.cost = 0.5 * d.r.squaredNorm();
   kn.linearized = true;
   if (kn.terminal) return;
@@ -763,7 +781,7 @@ Result Solver::solve(int max_iter) {
 }
 
 // ------------------------------------------------------------------------------------------------ receding horizon
-void Solver::marginalizeKnot(const Knot& kn, const Vec& w, Mat& h, Vec& g) {
+void Solver::marginalizeKnot(const Knot& kn, const Vec& w, Mat& h, Vec& g, Mat& G) {
   // noise on the velocities S = [nv, 2 nv); the position rows Q = [0, nv) of the transition are constraints. In
   // y = (dx_S, dtheta, dx'_Q, dx'_S) the old variables are dx_Q = Tq y + t0 (Tq zero on dx'_S), dx_S and dtheta are
   // entries of y; the products below use that structure (the Python reference forms the dense maps).
@@ -790,6 +808,13 @@ void Solver::marginalizeKnot(const Knot& kn, const Vec& w, Mat& h, Vec& g) {
   mk_gy_.setZero(m);
   mk_gy_.head(mc).noalias() = mk_tq_.transpose() * mk_hz0_.head(nv);
   mk_gy_.head(nr) += mk_hz0_.tail(nr);
+  // the consider sensitivity (G empty: off): the same map without the constant terms (t0, m0)
+  const int kc = G.size() ? kConsider : 0;
+  mk_gby_.setZero(m, kc);
+  if (kc) {
+    mk_gby_.topRows(mc).noalias() = mk_tq_.transpose() * G.topRows(nv);
+    mk_gby_.topRows(nr) += G.bottomRows(nr);
+  }
   // noise part: w + dw = (w + m0) + Mw y with Mw the velocity rows of the transition solved for dw
   const auto avq = A.bottomLeftCorner(nv, nv);
   mk_mw_.resize(ns, m);
@@ -813,22 +838,25 @@ void Solver::marginalizeKnot(const Knot& kn, const Vec& w, Mat& h, Vec& g) {
   // eliminate dx_S (Schur complement; H_uu = L L^T: H_rr - H_ru H_uu^-1 H_ur = H_rr - X^T X with X = L^-1 H_ur)
   const auto huu = mk_hy_.topLeftCorner(ns, ns);
   const auto hur = mk_hy_.topRightCorner(ns, m - ns);
-  mk_rhs_.resize(ns, 1 + m - ns);
+  mk_rhs_.resize(ns, 1 + m - ns + kc);
   mk_rhs_.col(0) = mk_gy_.head(ns);
-  mk_rhs_.rightCols(m - ns) = hur;
+  mk_rhs_.middleCols(1, m - ns) = hur;
+  mk_rhs_.rightCols(kc) = mk_gby_.topRows(ns);
   mk_hr_ = mk_hy_.bottomRightCorner(m - ns, m - ns);
   mk_llt_.compute(huu);
   if (mk_llt_.info() == Eigen::Success) {
     mk_llt_.matrixL().solveInPlace(mk_rhs_);
-    mk_hr_.selfadjointView<Eigen::Lower>().rankUpdate(mk_rhs_.rightCols(m - ns).transpose(), -1.0);
+    mk_hr_.selfadjointView<Eigen::Lower>().rankUpdate(mk_rhs_.middleCols(1, m - ns).transpose(), -1.0);
     mk_hr_.triangularView<Eigen::StrictlyUpper>() = mk_hr_.transpose();
   } else {  // not positive definite (rounding): LU, as the Python reference
     mk_s_ = huu.partialPivLu().solve(mk_rhs_);
-    mk_hr_.noalias() -= hur.transpose() * mk_s_.rightCols(m - ns);
+    mk_hr_.noalias() -= hur.transpose() * mk_s_.middleCols(1, m - ns);
     mk_rhs_.col(0) = mk_s_.col(0);
-    mk_rhs_.rightCols(m - ns) = hur;
+    mk_rhs_.rightCols(kc) = mk_s_.rightCols(kc);
+    mk_rhs_.middleCols(1, m - ns) = hur;
   }
-  mk_gy_.tail(m - ns).noalias() -= mk_rhs_.rightCols(m - ns).transpose() * mk_rhs_.col(0);
+  mk_gy_.tail(m - ns).noalias() -= mk_rhs_.middleCols(1, m - ns).transpose() * mk_rhs_.col(0);
+  if (kc) mk_gby_.bottomRows(m - ns).noalias() -= mk_rhs_.middleCols(1, m - ns).transpose() * mk_rhs_.rightCols(kc);
   // reorder (dtheta, dx') -> (dx', dtheta)
   h.resize(ndx_ + nth, ndx_ + nth);
   g.resize(ndx_ + nth);
@@ -838,11 +866,16 @@ void Solver::marginalizeKnot(const Knot& kn, const Vec& w, Mat& h, Vec& g) {
   h.bottomRightCorner(nth, nth) = mk_hr_.topLeftCorner(nth, nth);
   g.head(ndx_) = mk_gy_.tail(ndx_);
   g.tail(nth) = mk_gy_.segment(ns, nth);
+  if (kc) {
+    G.resize(ndx_ + nth, kConsider);
+    G.topRows(ndx_) = mk_gby_.bottomRows(ndx_);
+    G.bottomRows(nth) = mk_gby_.middleRows(ns, nth);
+  }
 }
 
 Prior Solver::marginalPrior(int k, bool relinearize) {
   if (!relinearize && marg_valid_ && k >= 1 && k <= static_cast<int>(marg_h_.size()))
-    return Prior{xs[k], theta, sym(marg_h_[k - 1]), marg_g_[k - 1]};  // stored by terminalCovariance
+    return Prior{xs[k], theta, sym(marg_h_[k - 1]), marg_g_[k - 1], marg_G_[k - 1]};  // stored by terminalCovariance
   return marginalRecursion(k, relinearize, false);
 }
 
@@ -855,23 +888,27 @@ Prior Solver::marginalRecursion(int k, bool relinearize, bool store) {
   Vec g;
   Mat h;
   priorLinearize(xs[0], theta, g, h);
+  Mat G = options.consider ? priorSensitivity(xs[0]) : Mat();
   if (store) {
     marg_h_.resize(k);
     marg_g_.resize(k);
+    marg_G_.resize(k);
   }
   for (int j = 0; j < k; ++j) {
     if (relinearize) linearizeKnot(j);
     const Knot& kn = knots_[j];
     h += kn.Hr;
     g += kn.gr;
-    marginalizeKnot(kn, ws[j], h, g);
+    if (options.consider) G += kn.Gr;
+    marginalizeKnot(kn, ws[j], h, g, G);
     if (store) {
       marg_h_[j] = h;
       marg_g_[j] = g;
+      marg_G_[j] = G;
     }
   }
   if (store) marg_valid_ = true;
-  return Prior{xs[k], theta, sym(h), g};
+  return Prior{xs[k], theta, sym(h), g, G};
 }
 
 Mat Solver::terminalCovariance() {
@@ -883,6 +920,10 @@ Mat Solver::terminalCovariance() {
   Mat hess = p.H;
   hess += knots_[n].Hr;
   Mat cov = covariance(hess, 1e-12);
+  if (options.consider)
+    considerSensitivity.noalias() = -cov * (p.G + knots_[n].Gr);
+  else
+    considerSensitivity.setZero(cov.rows(), kConsider);
   timings.covariance += elapsed(t0);
   return cov;
 }

@@ -15,10 +15,15 @@
 
 namespace mcoe {
 
+// consider parameters b of the consider analysis: the IMU biases (gyro (3,), accelerometer (3,)) of the readings that
+// do not estimate theirs (mcoe_ros.multibody.interval.imu_bias_jacobian)
+constexpr int kConsider = 6;
+
 struct Prior {
   Vec x_bar, theta_bar;  // (nx,), (ntheta,)
   Mat H;                 // (ndx + ntheta)^2, symmetric
   Vec g;                 // (ndx + ntheta,)
+  Mat G;                 // (ndx + ntheta, kConsider) dg/db of the marginalised past; empty = zeros
 };
 
 struct Options {
@@ -37,6 +42,8 @@ struct Options {
   // compute the direction at the returned point when the budget is spent (only the convergence flag and the arrival
   // Hessian use it); false: a real-time iteration saves that backward pass
   bool final_direction = true;
+  // consider analysis of the IMU biases (Knot::Gr, Prior::G, Solver::considerSensitivity); false: not computed
+  bool consider = true;
   int threads = 1;
   // knots (interval data of their models) that a shift dropped and no new knot took, kept for later shifts: a gait
   // returns to its contact phases, whose new knots then take them instead of allocating (< 0: one window, N + 1;
@@ -90,6 +97,7 @@ struct Knot {
   // the Riccati sweep and the marginalisation (a knot kept by a shift is not formed again)
   Mat Hr;
   Vec gr;
+  Mat Gr;  // (ndx + ntheta, kConsider) d gr / db = J^T dr/db (consider analysis)
   // preallocated scratch (no allocation per knot per iteration; linearizeKnot's matrices are per thread)
   Vec gw, y_try, c_try, next, ww;  // ww: W w
   bool terminal = false;
@@ -146,8 +154,11 @@ class Solver {
              const std::shared_ptr<const IntervalModel>& terminal, const std::vector<Vec>& us,
              const std::vector<Vec>& zs, const Vec& u_terminal, const Vec& z_terminal, const Mat& noise_info);
   Prior marginalPrior(int k, bool relinearize);
-  // (ndx + ntheta)^2 over (dx_N, dtheta): inverse of the GN information (pseudo-inverse if ill-conditioned)
+  // (ndx + ntheta)^2 over (dx_N, dtheta): inverse of the GN information (pseudo-inverse if ill-conditioned); also
+  // sets considerSensitivity
   Mat terminalCovariance();
+  // (ndx + ntheta, kConsider) d(x_N, theta)/db = -cov dg/db of the last terminalCovariance (consider analysis)
+  Mat considerSensitivity;
   // seconds spent in the Pinocchio calls alone of one iteration at the current estimate (every knot's
   // linearisation + one line-search trial), summed over the knots on one thread: the floor of an iteration
   double pinocchioFloor();
@@ -166,13 +177,15 @@ class Solver {
   void backwardPass(double reg);
   void arrival(double reg, std::string& method);
   double priorLinearize(const Vec& x0, const Vec& th, Vec& grad, Mat& hess) const;
+  Mat priorSensitivity(const Vec& x0) const;  // d(priorLinearize's grad)/db = T^T prior.G (zeros if empty)
   double priorCost(const Vec& x0, const Vec& th) const;
   void rolloutGuess(int start);
   void refreshNoise(double& cost);
   // a knot with constant noise information w0 (nv,) (the terminal knot: ones, unused)
   Knot makeKnot(const std::shared_ptr<const IntervalModel>& m, const NoiseRow& w0, bool terminal);
   void setNoise(Knot& kn, const NoiseRow& w0) const;  // w0 and W = diag(w0), in place
-  void marginalizeKnot(const Knot& knot, const Vec& w, Mat& h, Vec& g);
+  // G: dg/db, mapped as g without its constant terms
+  void marginalizeKnot(const Knot& knot, const Vec& w, Mat& h, Vec& g, Mat& G);
   Prior marginalRecursion(int k, bool relinearize, bool store);
   // state manifold (free flyer + joints) of the first model
   void integrate(const Eigen::Ref<const Vec>& x, const Eigen::Ref<const Vec>& dx, Eigen::Ref<Vec> out) const;
@@ -200,10 +213,12 @@ class Solver {
   // stores them; the next shift takes its prior from them instead of repeating the recursion)
   std::vector<Mat> marg_h_;
   std::vector<Vec> marg_g_;
+  std::vector<Mat> marg_G_;
   bool marg_valid_ = false;
   // marginalizeKnot scratch (sized on first use)
   Mat mk_ainv_, mk_tq_, mk_p_, mk_hy_, mk_mw_, mk_lw_, mk_rhs_, mk_s_, mk_hr_;
   Vec mk_t0_, mk_gy_, mk_m0_, mk_hz0_, mk_sw_;
+  Mat mk_gby_;
   Eigen::LLT<Mat> mk_llt_;
   std::atomic<bool> stop_requested_{false};
 };

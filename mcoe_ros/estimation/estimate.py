@@ -48,6 +48,9 @@ class Estimate:
     #: the legs' identified mass deviation from the URDF and its std, kg ((k - 1) and std(k) times the URDF leg mass,
     #: payload.leg_mass.enabled); None if not estimated
     leg_mass: tuple[float, float] | None = None
+    #: the unestimated IMU biases' share of (pose_cov (6, 6), twist_cov (6, 6), payload_cov (10, 10)) (consider
+    #: analysis, ``imu_bias.consider``: already included in them); None if not added
+    bias_cov: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def is_finite(self) -> bool:
         arrays = (

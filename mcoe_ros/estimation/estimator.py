@@ -16,7 +16,9 @@ whole window: its knot data recycled instead of allocated).
 Covariances: the Gauss-Newton marginal of the whole window onto (x_N, theta) (forward information
 recursion of :meth:`MCOESolver.marginal_prior` plus the newest knot's measurements, at the solve's last
 linearisation point) gives the pose/twist covariance of the newest state and the payload covariance. The
-pose block is rotated to odom axes.
+pose block is rotated to odom axes. They are then scaled (``robust.covariance_scaling``) and, with the IMU biases
+not estimated (``imu_bias.consider``), the biases' prior uncertainty is added by consider analysis (the solver's
+sensitivity of the estimate to constant biases, carried through the marginalised past).
 """
 
 from __future__ import annotations
@@ -165,6 +167,7 @@ class Estimator:
             tol_stop=1e-9,
             tol_gap=1e-8,
             final_direction=False,  # the convergence flag of a real-time iteration is not worth a backward pass
+            consider=config.imu_bias.consider and not config.imu_bias.enabled,
         )
         self.cold_iterations = int(sol.max_iterations_cold)
         self.cold_per_tick = int(sol.cold_iterations_per_tick) or None  #: None: the cold budget in one tick
@@ -191,6 +194,12 @@ class Estimator:
                 offset=self.parameters.body_offset,
             )
         self.counters = Counters()
+        bias = config.imu_bias
+        #: (6,) gyro, accelerometer bias variances of the consider analysis (imu_bias.consider with the biases not
+        #: estimated), None: off
+        self._bias_variance = None
+        if bias.consider and not bias.enabled:
+            self._bias_variance = np.r_[np.full(3, bias.gyro_prior_std**2), np.full(3, bias.accelerometer_prior_std**2)]
         noise = config.noise
         #: input-rate odometry: the newest solved state propagated through every newer sample
         self.propagator = Propagator(robot, noise.accelerometer, noise.gyro, noise.foot_velocity)
@@ -516,6 +525,8 @@ class Estimator:
             return self._hold("non-finite covariance")
         if self.config.robust.covariance_scaling == "consistency" and result.status != "max_time":
             est = self._consistency_scaled(est)
+        if self._bias_variance is not None:
+            est = self._with_imu_bias_uncertainty(est, solver, result.xs[-1])
         missed_deadline = result.status == "max_time"
         if missed_deadline:
             # clean fallback: the state of the iterate re-anchors the odometry (if it took a step), the payload
@@ -589,6 +600,7 @@ class Estimator:
             imu_bias=other.imu_bias,
             leg_mass=other.leg_mass,
             source=other.source,
+            bias_cov=_with_payload_part(est.bias_cov, other.bias_cov),
         )
 
     def _with_rls_payload(self, est: Estimate) -> Estimate:
@@ -600,6 +612,7 @@ class Estimator:
             payload_cov=self.rls.covariance(),
             combined_pi=self.robot.combined_pi(pi),
             source="rls",
+            bias_cov=_with_payload_part(est.bias_cov, None),
         )
 
     def _check(self, result) -> str:
@@ -635,21 +648,14 @@ class Estimator:
         :meth:`reduced_chi2`."""
         robot = self.robot
         problem = solver.problem
-        ndx, nv, nq = problem.ndx, robot.nv, robot.nq
+        ndx, nq = problem.ndx, robot.nq
         cov = self._terminal_covariance(solver)
         rob = self.config.robust
         scale = max(chi2_dof, rob.covariance_scale_floor) if rob.covariance_scaling == "residual" else 1.0
         x = result.xs[-1]
         quat = x[3:7] / np.linalg.norm(x[3:7])
-        rot = pin.Quaternion(quat[3], quat[0], quat[1], quat[2]).toRotationMatrix()
-        jac = np.zeros((6, 6))
-        jac[:3, :3] = rot
-        jac[3:, 3:] = rot
-        pose_cov = jac @ cov[:6, :6] @ jac.T
-        twist_cov = cov[nv : nv + 6, nv : nv + 6]
+        pose_cov, twist_cov, pi_cov = self._published_blocks(cov, x, result.theta, ndx)
         theta_cov = cov[ndx:, ndx:]
-        dpi = self.param.jacobian(result.theta)
-        pi_cov = dpi @ theta_cov @ dpi.T
         layout = self.parameters.layout
         std = np.sqrt(np.clip(np.diag(pi_cov), 0.0, None))
         extra_blocks = {}
@@ -709,17 +715,43 @@ class Estimator:
 
     @staticmethod
     def _terminal_covariance(solver: MCOESolver) -> np.ndarray:
-        """Covariance over (dx_N, dtheta) from the GN marginal of the whole window (see module docstring)."""
-        if isinstance(solver, compiled.CompiledSolver):
-            return solver.terminal_covariance()
-        problem = solver.problem
-        n = problem.N
-        prior = solver.marginal_prior(n, relinearize=False)  # the solve's last linearisation (no extra cost)
-        _, _, hess = prior.linearize(problem.state, solver.xs[n], solver.theta)
-        knot = problem.knots[n]
-        jr = np.hstack([knot.data.Rx, knot.Rth])
-        hess = hess + jr.T @ jr
-        return np.linalg.pinv(0.5 * (hess + hess.T), rcond=1e-12, hermitian=True)
+        """Covariance over (dx_N, dtheta) from the GN marginal of the whole window (see module docstring); also sets
+        the solver's ``consider_sensitivity``."""
+        return solver.terminal_covariance()
+
+    def _published_blocks(
+        self, cov: np.ndarray, x: np.ndarray, theta: np.ndarray, ndx: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(pose (6, 6) odom axes, twist (6, 6) base axes, pi (npi, npi)) blocks of a covariance over (dx_N, dtheta)
+        at the newest state x (nx,) and parameters theta."""
+        nv = self.robot.nv
+        quat = x[3:7] / np.linalg.norm(x[3:7])
+        rot = pin.Quaternion(quat[3], quat[0], quat[1], quat[2]).toRotationMatrix()
+        jac = np.zeros((6, 6))
+        jac[:3, :3] = rot
+        jac[3:, 3:] = rot
+        dpi = self.param.jacobian(theta)
+        return jac @ cov[:6, :6] @ jac.T, cov[nv : nv + 6, nv : nv + 6], dpi @ cov[ndx:, ndx:] @ dpi.T
+
+    def _with_imu_bias_uncertainty(self, est: Estimate, solver: MCOESolver, x: np.ndarray) -> Estimate:
+        """The estimate with the unestimated IMU biases' uncertainty added to its pose, twist and payload covariances
+        (``imu_bias.consider``, consider analysis): S Σ_b Sᵀ with S = ∂(x̂_N, θ̂)/∂b of the solve's last terminal
+        covariance (the marginalised past included) and Σ_b = diag(gyro_prior_std², accelerometer_prior_std²);
+        added after any scaling (the biases' share is not a residual's); ``bias_cov`` holds the added blocks."""
+        sens = solver.consider_sensitivity
+        if sens is None:
+            return est
+        add = (sens * self._bias_variance) @ sens.T
+        pose, twist, pi_cov = self._published_blocks(add, x, est.theta, solver.problem.ndx)
+        npl = len(est.payload_pi)
+        payload = pi_cov[:npl, :npl]
+        return replace(
+            est,
+            pose_cov=est.pose_cov + pose,
+            twist_cov=est.twist_cov + twist,
+            payload_cov=est.payload_cov + payload,
+            bias_cov=(pose, twist, payload),
+        )
 
     @property
     def sample_stats(self) -> SampleStats:
@@ -784,3 +816,12 @@ class Estimator:
             out["leg_mass_deviation_kg"] = f"{est.leg_mass[0]:+.3f} ± {est.leg_mass[1]:.3f}"
             out["leg_mass_frozen_solves"] = f"{self.leg_gate.frozen} of {self.leg_gate.solves}"
         return out
+
+
+def _with_payload_part(bias_cov: tuple | None, payload_from: tuple | None) -> tuple | None:
+    """``Estimate.bias_cov`` with its payload block taken from another's (``payload_from``; None: zeros, a payload
+    that carries no bias share, e.g. RLS)."""
+    if bias_cov is None:
+        return None
+    payload = np.zeros_like(bias_cov[2]) if payload_from is None else payload_from[2]
+    return (bias_cov[0], bias_cov[1], payload)

@@ -361,6 +361,11 @@ _TABLE: tuple[Param, ...] = (
     ),
     # IMU biases
     Param("imu_bias.enabled", "estimator.imu_bias.enabled", "estimate gyro and accelerometer biases"),
+    Param(
+        "imu_bias.consider",
+        "estimator.imu_bias.consider",
+        "with the biases not estimated, add their prior uncertainty to the published covariances (consider analysis)",
+    ),
     Param("imu_bias.gyro_prior_std", "estimator.imu_bias.gyro_prior_std", "initial gyro bias std, rad/s"),
     Param(
         "imu_bias.accelerometer_prior_std",

@@ -240,8 +240,7 @@ class CompiledProblem:
 
     @property
     def prior(self) -> ArrivalPrior:
-        x_bar, theta_bar, hess, grad = self._solver.prior
-        return ArrivalPrior(np.array(x_bar), np.array(theta_bar), np.array(hess), np.array(grad))
+        return _arrival_prior(self._solver.prior)
 
     @prior.setter
     def prior(self, prior: ArrivalPrior) -> None:
@@ -250,7 +249,15 @@ class CompiledProblem:
             np.asarray(prior.theta_bar, dtype=float),
             np.asarray(prior.hessian, dtype=float),
             np.asarray(prior.gradient, dtype=float),
+            None if prior.sensitivity is None else np.asarray(prior.sensitivity, dtype=float),
         )
+
+
+def _arrival_prior(parts) -> ArrivalPrior:
+    """ArrivalPrior from the C++ (x_bar, theta_bar, H, g, G) (G empty: no consider sensitivity)."""
+    x_bar, theta_bar, hess, grad, sens = parts
+    sens = np.array(sens) if np.size(sens) else None
+    return ArrivalPrior(np.array(x_bar), np.array(theta_bar), np.array(hess), np.array(grad), sens)
 
 
 def unsupported_problem(problem: EstimationProblem, options: SolverOptions) -> str | None:
@@ -365,6 +372,7 @@ class CompiledSolver:
             final_direction=options.final_direction,
         )
         self._cpp.spare_knots = int(spare_knots)
+        self._cpp.consider = bool(options.consider)
         self._cpp.set_problem(
             [self.models(m) for m in running],
             self.models(terminal),
@@ -374,8 +382,12 @@ class CompiledSolver:
             prior.gradient,
             noise_info,
         )
+        if prior.sensitivity is not None:
+            self._cpp.prior = (prior.x_bar, prior.theta_bar, prior.hessian, prior.gradient, prior.sensitivity)
         for k, (u, z) in enumerate(inputs):
             self._cpp.set_knot(k, _vec(u), _vec(z))
+        #: d(x_N, theta)/db of the last :meth:`terminal_covariance` (consider analysis), None when zero
+        self.consider_sensitivity: np.ndarray | None = None
         if torque_noise is not None:
             self._cpp.set_torque_noise(np.asarray(torque_noise, dtype=float))
         self.problem = CompiledProblem(self._cpp, terminal.state, self.param)
@@ -503,14 +515,17 @@ class CompiledSolver:
 
     def marginal_prior(self, k: int, relinearize: bool = True) -> ArrivalPrior:
         """Prior on (x_k, theta) from marginalising knots 0..k-1 (see :meth:`MCOESolver.marginal_prior`)."""
-        x_bar, theta_bar, hess, grad = self._cpp.marginal_prior(k, relinearize)
-        return ArrivalPrior(np.array(x_bar), np.array(theta_bar), np.array(hess), np.array(grad))
+        return _arrival_prior(self._cpp.marginal_prior(k, relinearize))
 
     def terminal_covariance(self) -> np.ndarray:
         """Covariance ((ndx + ntheta)^2) over (dx_N, dtheta): the GN marginal of the whole window at the last
         linearisation (the estimator's newest-state and payload covariance): the Cholesky inverse when well conditioned
-        (reciprocal condition estimate > 1e-9), else the pseudo-inverse with rcond 1e-12."""
-        return np.array(self._cpp.terminal_covariance())
+        (reciprocal condition estimate > 1e-9), else the pseudo-inverse with rcond 1e-12. Also sets
+        :attr:`consider_sensitivity` (see :meth:`MCOESolver.terminal_covariance`)."""
+        cov = np.array(self._cpp.terminal_covariance())
+        sens = np.array(self._cpp.consider_sensitivity)
+        self.consider_sensitivity = sens if np.any(sens) else None
+        return cov
 
 
 def noise_rows(noise_info, n: int, nw: int) -> np.ndarray:

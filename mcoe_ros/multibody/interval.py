@@ -29,7 +29,13 @@ import pinocchio as pin
 from mcoe_ros.multibody.collector import IntervalCollector
 from mcoe_ros.multibody.dynamics import PhaseDynamicsModel
 from mcoe_ros.multibody.imu import rotation_quaternion
-from mcoe_ros.multibody.measurements import ContactVelocity, ImuOrientation, MeasurementModel
+from mcoe_ros.multibody.measurements import (
+    ContactVelocity,
+    ImuAngularVelocity,
+    ImuOrientation,
+    ImuSpecificForce,
+    MeasurementModel,
+)
 from mcoe_ros.multibody.robot import RobotModel
 from mcoe_ros.multibody.soft_dynamics import SoftPhaseDynamicsModel
 from mcoe_ros.multibody.state import StateMultibody
@@ -74,6 +80,7 @@ class MultibodyIntervalModel(IntervalModel):
             self.r_slices.append(slice(nr, nr + meas.nr))
             nz, nr = nz + meas.nz, nr + meas.nr
         self.nz, self.nr = nz, nr
+        self.consider_jacobian = imu_bias_jacobian(self.measurements, self.r_slices, nr)
         self.needs_kinematics = any(m.needs_kinematics for m in self.measurements)
         self.uses_acceleration = any(m.uses_acceleration for m in self.measurements)
 
@@ -115,6 +122,28 @@ class MultibodyIntervalModel(IntervalModel):
         self._kinematics(data, x, diff=True)
         for meas, md, zs in zip(self.measurements, data.meas, self.z_slices, strict=True):
             meas.calc_diff(md, data.collector, x, data.z[zs])
+
+
+#: consider parameters of the multibody interval models: b = (gyro bias (3,) rad/s, accelerometer bias (3,) m/s²),
+#: IMU axes, additive on the measurements that do not estimate their bias
+IMU_CONSIDER = ("gyro", "accelerometer")
+
+
+def imu_bias_jacobian(
+    measurements: Sequence[MeasurementModel], r_slices: Sequence[slice], nr: int
+) -> np.ndarray | None:
+    """∂r/∂b (nr, 6) of a knot's whitened residual r = W (z − h) in the IMU biases b = (gyro, accelerometer) added to
+    the gyro and accelerometer readings (:data:`IMU_CONSIDER`): W on their rows, zero where a measurement estimates its
+    own bias (``bias`` set: it is in pi, not a consider parameter) and on every other row; None if all zero."""
+    jac = np.zeros((nr, 6))
+    for meas, rs in zip(measurements, r_slices, strict=True):
+        if meas.bias is not None:
+            continue
+        if isinstance(meas, ImuAngularVelocity):
+            jac[rs, 0:3] = meas.W
+        elif isinstance(meas, ImuSpecificForce):
+            jac[rs, 3:6] = meas.W
+    return jac if jac.any() else None
 
 
 def predict_measurements(

@@ -53,6 +53,10 @@ class IntervalModel(ABC):
     nu: int
     nz: int
     nr: int
+    #: (nr, nb) ∂r/∂b of the residual in *consider parameters* b: constant offsets of the measurements that are not
+    #: estimated (e.g. the IMU biases), whose uncertainty the solver's consider analysis adds to the covariance
+    #: (:meth:`mcoe_ros.ocp.solver.MCOESolver.terminal_covariance`); None = the residual does not depend on them
+    consider_jacobian: np.ndarray | None = None
 
     def create_data(self) -> IntervalData:
         return IntervalData(self)

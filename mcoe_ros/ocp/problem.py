@@ -145,12 +145,21 @@ class ArrivalPrior:
     theta_bar: np.ndarray  #: (ntheta,)
     hessian: np.ndarray  #: (ndx + ntheta, ndx + ntheta)
     gradient: np.ndarray = field(default=None)  #: (ndx + ntheta,), zeros if None
+    #: (ndx + ntheta, nb) ∂g/∂b: how the gradient of the marginalised past moves with the consider parameters b
+    #: (unestimated sensor biases, :attr:`mcoe_ros.ocp.interval.IntervalModel.consider_jacobian`); None = zeros
+    sensitivity: np.ndarray | None = None
 
     def __post_init__(self):
         n = self.hessian.shape[0]
         if self.gradient is None:
             self.gradient = np.zeros(n)
         self.hessian = 0.5 * (self.hessian + self.hessian.T)
+
+    def sensitivity_or_zeros(self, nb: int) -> np.ndarray:
+        """:attr:`sensitivity`, or zeros (ndx + ntheta, nb) when it is None."""
+        if self.sensitivity is None:
+            return np.zeros((self.hessian.shape[0], nb))
+        return self.sensitivity
 
     @classmethod
     def independent(
@@ -178,10 +187,15 @@ class ArrivalPrior:
         idx = len(self.hessian) - len(self.theta_bar) + np.asarray(indices, dtype=int)
         hp = self.hessian[:, idx]
         inner = hp[idx] + np.diag(1.0 / np.asarray(variances, dtype=float))
-        sol = np.linalg.solve(inner, np.column_stack([hp.T, self.gradient[idx]]))
-        hess = self.hessian - hp @ sol[:, :-1]
-        grad = self.gradient - hp @ sol[:, -1]
-        return ArrivalPrior(self.x_bar.copy(), self.theta_bar.copy(), hess, grad)
+        sens = self.sensitivity
+        rhs = [hp.T, self.gradient[idx]] + ([] if sens is None else [sens[idx]])
+        sol = np.linalg.solve(inner, np.column_stack(rhs))
+        n = hp.shape[0]
+        hess = self.hessian - hp @ sol[:, :n]
+        grad = self.gradient - hp @ sol[:, n]
+        if sens is not None:  # g is linear in the consider parameters: the same map
+            sens = sens - hp @ sol[:, n + 1 :]
+        return ArrivalPrior(self.x_bar.copy(), self.theta_bar.copy(), hess, grad, sens)
 
     def error(self, state, x0: np.ndarray, theta: np.ndarray) -> np.ndarray:
         """e (ndx + ntheta,) at (x0, theta)."""
@@ -206,6 +220,14 @@ class ArrivalPrior:
         hess[:, :ndx] = hess[:, :ndx] @ jx
         grad[:ndx] = jx.T @ grad[:ndx]
         return float(self.gradient @ e + 0.5 * e @ self.hessian @ e), grad, hess
+
+    def linearize_sensitivity(self, state, x0: np.ndarray, nb: int) -> np.ndarray:
+        """∂(gradient of :meth:`linearize`)/∂b (ndx + ntheta, nb) at x0: Tᵀ :attr:`sensitivity` (zeros if None)."""
+        sens = self.sensitivity_or_zeros(nb).copy()
+        if self.sensitivity is not None:
+            ndx = state.ndx
+            sens[:ndx] = state.jdifference(self.x_bar, x0)[1].T @ sens[:ndx]
+        return sens
 
 
 class Knot:
@@ -337,6 +359,9 @@ class EstimationProblem:
         if terminal.npi != self.npi:
             raise ValueError(f"interval models have npi={terminal.npi}, parametrization gives {self.npi}")
         self.prior = prior
+        #: number of consider parameters b (columns of the models' ``consider_jacobian``; 0: none)
+        jacs = [getattr(m, "consider_jacobian", None) for m in (*running, terminal)]
+        self.n_consider = max((j.shape[1] for j in jacs if j is not None), default=0)
         infos = self._noise_list(noise_info, len(running))
         self.knots: list[Knot] = [self._knot(m, w, False) for m, w in zip(running, infos, strict=True)]
         self.knots.append(self._knot(terminal, np.eye(self.nw), True))

@@ -87,6 +87,9 @@ class SolverOptions:
     #: pass per solve (the estimator's real-time iteration), the result then has converged=False and no
     #: arrival_hessian unless it converged earlier
     final_direction: bool = True
+    #: consider analysis (:meth:`MCOESolver.terminal_covariance`) when the problem has consider parameters; False: the
+    #: sensitivities are not computed
+    consider: bool = True
 
 
 @dataclass
@@ -152,6 +155,8 @@ class MCOESolver:
         self.theta = np.zeros(problem.ntheta)
         self.dtheta = np.zeros(problem.ntheta)
         self.step: ArrivalStep | None = None
+        #: ∂(x̂_N, θ̂)/∂b of the last :meth:`terminal_covariance` (consider parameters b), None without them
+        self.consider_sensitivity: np.ndarray | None = None
         #: a threading.Event (or None); when set, :meth:`solve` returns at its next iteration, status 'stopped'
         self.stop_event = None
         self._allocate()
@@ -442,6 +447,8 @@ class MCOESolver:
         if relinearize:
             p.set_theta(theta)
         _, g, h = p.prior.linearize(p.state, xs[0], theta)
+        nb = p.n_consider if self.options.consider else 0
+        sens = p.prior.linearize_sensitivity(p.state, xs[0], nb) if nb else None
         for j in range(k):
             nd = p.knots[j]
             if relinearize:
@@ -450,14 +457,46 @@ class MCOESolver:
             jr = np.hstack([d.Rx, nd.Rth])
             h = h + jr.T @ jr
             g = g + jr.T @ d.r
+            if nb:
+                sens = sens + self._consider_gradient(nd, jr)
             if p.full_noise:
-                h, g = self._marginalize_knot(nd, ws[j], h, g)
+                h, g, sens = self._marginalize_knot(nd, ws[j], h, g, sens)
             else:
-                h, g = self._marginalize_knot_partial(nd, ws[j], h, g)
-        return ArrivalPrior(xs[k].copy(), theta.copy(), 0.5 * (h + h.T), g)
+                h, g, sens = self._marginalize_knot_partial(nd, ws[j], h, g, sens)
+        return ArrivalPrior(xs[k].copy(), theta.copy(), 0.5 * (h + h.T), g, sens)
 
-    def _marginalize_knot(self, nd, w: np.ndarray, h: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Full noise (B invertible): δw = B⁻¹(δx' − f̄ − A δx − C δθ), then eliminate δx (see marginal_prior)."""
+    def _consider_gradient(self, nd, jr: np.ndarray) -> np.ndarray:
+        """∂(Jᵀ r)/∂b = Jᵀ ∂r/∂b (ndx + ntheta, nb) of a knot's measurements, J = [Rx Rθ] (zeros without one)."""
+        jac = getattr(nd.model, "consider_jacobian", None)
+        return jr.T @ jac if jac is not None else np.zeros((jr.shape[1], self.problem.n_consider))
+
+    def terminal_covariance(self) -> np.ndarray:
+        """Gauss–Newton covariance of (x_N, θ) (ndx + ntheta square, x_N in tangent coordinates) from the marginal of
+        the whole window at the solve's last linearisation (no dynamics evaluation), pseudo-inverse if singular.
+
+        Consider analysis (problem with consider parameters b, :attr:`EstimationProblem.n_consider` > 0): also sets
+        :attr:`consider_sensitivity` S = ∂(x̂_N, θ̂)/∂b = −Σ ∂g/∂b (ndx + ntheta, nb), the first-order change of the
+        estimate with constant offsets b of the measurements that the estimate assumes zero; with Σ_b their
+        covariance, Σ + S Σ_b Sᵀ is the estimate's covariance including them (else None)."""
+        problem = self.problem
+        n = problem.N
+        prior = self.marginal_prior(n, relinearize=False)  # the solve's last linearisation (no extra cost)
+        _, _, hess = prior.linearize(problem.state, self.xs[n], self.theta)
+        knot = problem.knots[n]
+        jr = np.hstack([knot.data.Rx, knot.Rth])
+        hess = hess + jr.T @ jr
+        cov = np.linalg.pinv(0.5 * (hess + hess.T), rcond=1e-12, hermitian=True)
+        self.consider_sensitivity = None
+        if problem.n_consider and self.options.consider:
+            sens = prior.linearize_sensitivity(problem.state, self.xs[n], problem.n_consider)
+            self.consider_sensitivity = -cov @ (sens + self._consider_gradient(knot, jr))
+        return cov
+
+    def _marginalize_knot(
+        self, nd, w: np.ndarray, h: np.ndarray, g: np.ndarray, sens: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Full noise (B invertible): δw = B⁻¹(δx' − f̄ − A δx − C δθ), then eliminate δx (see marginal_prior).
+        ``sens`` (ndx + ntheta, nb): ∂g/∂b, mapped as g without its constant terms (None: not propagated)."""
         p = self.problem
         ndx, nth = p.ndx, p.ntheta
         n = ndx + nth
@@ -471,16 +510,22 @@ class MCOESolver:
         if nd.dW is not None:  # parametric noise: δw = (c0 - w) + M z, δθ = z[ndx:n]
             _add_noise_parameter_terms(nd, m, c0 - w, slice(ndx, n), hz, gz)
         hxx, hxr, hrr = hz[:ndx, :ndx], hz[:ndx, ndx:], hz[ndx:, ndx:]
-        sol = np.linalg.solve(hxx, np.column_stack([gz[:ndx], hxr]))
-        hr = hrr - hxr.T @ sol[:, 1:]
+        sz = None
+        if sens is not None:
+            sz = np.zeros((hz.shape[0], sens.shape[1]))
+            sz[:n] = sens
+        sol = np.linalg.solve(hxx, np.column_stack([gz[:ndx], hxr] + ([] if sz is None else [sz[:ndx]])))
+        m = hxr.shape[1]
+        hr = hrr - hxr.T @ sol[:, 1 : 1 + m]
         gr = gz[ndx:] - hxr.T @ sol[:, 0]
         # reorder (δθ, δx_{j+1}) -> (δx_{j+1}, δθ)
         perm = np.r_[nth : nth + ndx, 0:nth]
-        return hr[np.ix_(perm, perm)], gr[perm]
+        sr = None if sz is None else (sz[ndx:] - hxr.T @ sol[:, 1 + m :])[perm]
+        return hr[np.ix_(perm, perm)], gr[perm], sr
 
     def _marginalize_knot_partial(
-        self, nd, w: np.ndarray, h: np.ndarray, g: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
+        self, nd, w: np.ndarray, h: np.ndarray, g: np.ndarray, sens: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """Noise on the coordinates S only (B = G): the other rows Q of the transition are constraints.
 
         With δx' = f̄ + A δx + C δθ + G δw: rows S give δw = (δx' − f̄ − A δx − C δθ)_S; rows Q give
@@ -517,11 +562,14 @@ class MCOESolver:
         if nd.dW is not None:  # parametric noise: δw = m0 + mw y, δθ = y[ns:ns + nth]
             _add_noise_parameter_terms(nd, mw, m0, slice(ns, ns + nth), hy, gy)
         huu, hur, hrr = hy[:ns, :ns], hy[:ns, ns:], hy[ns:, ns:]
-        sol = np.linalg.solve(huu, np.column_stack([gy[:ns], hur]))
-        hr = hrr - hur.T @ sol[:, 1:]
+        sy = None if sens is None else z.T @ sens
+        sol = np.linalg.solve(huu, np.column_stack([gy[:ns], hur] + ([] if sy is None else [sy[:ns]])))
+        mr = hur.shape[1]
+        hr = hrr - hur.T @ sol[:, 1 : 1 + mr]
         gr = gy[ns:] - hur.T @ sol[:, 0]
         perm = np.r_[nth : nth + ndx, 0:nth]  # (δθ, δx') -> (δx', δθ)
-        return hr[np.ix_(perm, perm)], gr[perm]
+        sr = None if sy is None else (sy[ns:] - hur.T @ sol[:, 1 + mr :])[perm]
+        return hr[np.ix_(perm, perm)], gr[perm], sr
 
     def shift(
         self,
@@ -548,7 +596,8 @@ class MCOESolver:
             prior = self.marginal_prior(k)
         else:
             old = p.prior
-            prior = ArrivalPrior(self.xs[k].copy(), old.theta_bar.copy(), old.hessian.copy(), old.gradient.copy())
+            sens = None if old.sensitivity is None else old.sensitivity.copy()
+            prior = ArrivalPrior(self.xs[k].copy(), old.theta_bar.copy(), old.hessian.copy(), old.gradient.copy(), sens)
         p.shift(k, running, terminal, noise_info)
         p.prior = prior
         for i, (u, z) in enumerate(inputs):

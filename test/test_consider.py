@@ -1,0 +1,161 @@
+"""Consider analysis of the unestimated IMU biases (issue 14, calibrated uncertainty): the solver's sensitivity
+S = ∂(x̂_N, θ̂)/∂b of the converged estimate to constant offsets b of the gyro and accelerometer readings, against
+finite differences of re-solved windows (single window and across a marginalising shift), on Go1 windows of the
+estimator's own model (exact dynamics, velocity process noise, noise-free readings: at zero residual the
+Gauss–Newton Hessian the analysis uses is the exact one; with noisy readings the two differ by the residual curvature)
+and a parameter prior of unit information (as the estimator always has: without one the weakly observed inertia
+directions amplify the marginal prior's second-order terms)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mcoe_ros.multibody.interval import imu_bias_jacobian
+from mcoe_ros.multibody.measurements import ImuAngularVelocity, ImuSpecificForce, default_measurements
+from mcoe_ros.multibody.robot import RobotModel
+from mcoe_ros.ocp.solver import MCOESolver, SolverOptions
+from mcoe_ros.testing.go1 import go1_velocity_window
+
+OPTIONS = SolverOptions(max_iter=200, tol_stop=1e-14, tol_gap=1e-12)
+
+
+def _bias_offsets(model) -> np.ndarray:
+    """(nz, 6): how a unit gyro / accelerometer bias moves the knot's z (its gyro and accelerometer slices)."""
+    out = np.zeros((model.nz, 6))
+    for meas, zs in zip(model.measurements, model.z_slices, strict=True):
+        if isinstance(meas, ImuAngularVelocity):
+            out[zs, 0:3] = np.eye(3)
+        elif isinstance(meas, ImuSpecificForce):
+            out[zs, 3:6] = np.eye(3)
+    return out
+
+
+def _estimate(solver) -> tuple[np.ndarray, np.ndarray]:
+    return solver.xs[-1].copy(), solver.theta.copy()
+
+
+def _fd_sensitivity(estimate, state, delta: float = 1e-4) -> np.ndarray:
+    """Central differences in each bias of ``estimate(b)`` = the converged (x_N, θ) with readings offset by b."""
+    cols = []
+    for i in range(6):
+        ends = []
+        for sign in (1.0, -1.0):
+            b = np.zeros(6)
+            b[i] = sign * delta
+            ends.append(estimate(b))
+        dx = state.difference(ends[1][0], ends[0][0]) / (2 * delta)
+        cols.append(np.r_[dx, (ends[0][1] - ends[1][1]) / (2 * delta)])
+    return np.column_stack(cols)
+
+
+def test_imu_bias_jacobian_rows():
+    robot = RobotModel()
+    meas = default_measurements(robot)
+    slices, nr = [], 0
+    for m in meas:
+        slices.append(slice(nr, nr + m.nr))
+        nr += m.nr
+    jac = imu_bias_jacobian(meas, slices, nr)
+    gyro = next(s for m, s in zip(meas, slices, strict=True) if isinstance(m, ImuAngularVelocity))
+    acc = next(s for m, s in zip(meas, slices, strict=True) if isinstance(m, ImuSpecificForce))
+    w_acc = next(m.W for m in meas if isinstance(m, ImuSpecificForce))
+    np.testing.assert_array_equal(jac[acc, 3:6], w_acc)
+    assert np.count_nonzero(jac) == np.count_nonzero(jac[gyro, 0:3]) + np.count_nonzero(jac[acc, 3:6])
+    assert imu_bias_jacobian(meas[:2], slices[:2], slices[1].stop) is None  # encoders only
+
+
+def test_consider_sensitivity_equals_finite_differences_of_the_solution():
+    n = 12
+    prob0, xs_true, pi_true = go1_velocity_window(n, seed=3, noise=0.0, info_theta=1.0)
+    zs = [k.data.z.copy() for k in prob0.knots]
+    offsets = _bias_offsets(prob0.knots[0].model)
+    theta0 = prob0.param.theta(pi_true)
+
+    def build():
+        prob, _, _ = go1_velocity_window(n, seed=3, noise=0.0, info_theta=1.0)
+        return MCOESolver(prob, OPTIONS)
+
+    def solve(solver, b):
+        for k, z in enumerate(zs):
+            solver.problem.set_knot(k, z=z + offsets @ b)
+        res = solver.solve(xs_true, None, theta0)
+        assert res.converged
+        return _estimate(solver)
+
+    solver = build()
+    solve(solver, np.zeros(6))
+    assert solver.problem.n_consider == 6
+    solver.terminal_covariance()
+    sens = solver.consider_sensitivity
+    ref = _fd_sensitivity(lambda b: solve(build(), b), solver.problem.state)
+    err = np.abs(sens - ref).max() / np.abs(ref).max()
+    assert err < 1e-4, err
+    assert np.abs(ref[:, 3:]).max() > 0.0  # the accelerometer moves the estimate
+
+
+def test_consider_sensitivity_is_carried_across_a_shift():
+    """A 12-interval window solved, shifted by 6 (the dropped knots marginalised into the prior with their
+    sensitivity, 6 recorded knots appended) and solved again: its S against re-solving both stages with offset
+    readings in every knot."""
+    n, k = 12, 6
+    full, xs_true, pi_true = go1_velocity_window(n + k, seed=5, noise=0.0, info_theta=1.0)
+    zs = [kn.data.z.copy() for kn in full.knots]
+    us = [kn.data.u.copy() for kn in full.knots]
+    model = full.knots[0].model
+    offsets = _bias_offsets(model)
+    theta0 = full.param.theta(pi_true)
+
+    def run(b):
+        # the first n + 1 knots of the same recording
+        prob, _, _ = go1_velocity_window(n, seed=5, noise=0.0, info_theta=1.0)
+        for j in range(n + 1):
+            prob.set_knot(j, z=zs[j] + offsets @ b)
+        solver = MCOESolver(prob, OPTIONS)
+        assert solver.solve(xs_true[: n + 1], None, theta0).converged
+        inputs = [(us[j], zs[j] + offsets @ b) for j in range(n, n + k)]
+        solver.shift(k, [model] * k, model, inputs, (us[n + k], zs[n + k] + offsets @ b), xs_new=xs_true[n + 1 :])
+        assert solver.problem.prior.sensitivity is not None
+        assert solver.solve(solver.xs, None, solver.theta).converged
+        return solver
+
+    base = run(np.zeros(6))
+    base.terminal_covariance()
+    sens = base.consider_sensitivity
+    ref = _fd_sensitivity(lambda b: _estimate(run(b)), base.problem.state)
+    err = np.abs(sens - ref).max() / np.abs(ref).max()
+    assert err < 1e-4, err
+    # without the prior's sensitivity (the dropped knots' bias information lost) the result is measurably different
+    prior = base.problem.prior
+    prior.sensitivity = None
+    base.terminal_covariance()
+    assert np.abs(base.consider_sensitivity - ref).max() / np.abs(ref).max() > 1e-2
+
+
+def _first(over: dict, n: int = 6):
+    from mcoe_ros.io.feed import SensorFeed
+    from mcoe_ros.io.params import node_config
+    from mcoe_ros.testing.data import first_estimates
+
+    base = {"estimator.window": 0.06, "estimator.tick_period": 0.02, "solver.max_iterations": 1}
+    return first_estimates(SensorFeed(node_config({**base, **over})), n)
+
+
+def test_estimator_publishes_the_imu_bias_uncertainty_without_moving_the_estimate():
+    """imu_bias.consider (default): the same estimates as without it, covariances larger by a nonzero positive
+    semidefinite term, recorded in Estimate.bias_cov; with the biases estimated it is off."""
+    on, off = _first({}), _first({"imu_bias.consider": False})
+    assert len(on) == len(off) == 6
+    for a, b in zip(on, off, strict=True):
+        np.testing.assert_array_equal(a.position, b.position)
+        np.testing.assert_array_equal(a.payload_pi, b.payload_pi)
+        for name in ("pose_cov", "twist_cov", "payload_cov"):
+            diff = getattr(a, name) - getattr(b, name)
+            assert np.linalg.eigvalsh(0.5 * (diff + diff.T)).min() >= -1e-12 * np.abs(diff).max()
+        pose, twist, payload = a.bias_cov
+        assert np.all(np.diag(pose)[3:] > 0.0)  # rotation: the accelerometer bias tilts the estimated gravity
+        for name, part in (("pose_cov", pose), ("twist_cov", twist), ("payload_cov", payload)):
+            diff = getattr(a, name) - getattr(b, name)
+            np.testing.assert_allclose(diff, part, rtol=1e-9, atol=1e-12 * np.abs(part).max())
+        assert b.bias_cov is None
+    estimated = _first({"imu_bias.enabled": True}, 2)
+    assert all(e.bias_cov is None for e in estimated)
