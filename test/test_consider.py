@@ -131,19 +131,23 @@ def test_consider_sensitivity_is_carried_across_a_shift():
     assert np.abs(base.consider_sensitivity - ref).max() / np.abs(ref).max() > 1e-2
 
 
-def _first(over: dict, n: int = 6):
+def _first(over: dict, n: int = 6, feeds: list | None = None):
     from mcoe_ros.io.feed import SensorFeed
     from mcoe_ros.io.params import node_config
     from mcoe_ros.testing.data import first_estimates
 
     base = {"estimator.window": 0.06, "estimator.tick_period": 0.02, "solver.max_iterations": 1}
-    return first_estimates(SensorFeed(node_config({**base, **over})), n)
+    feed = SensorFeed(node_config({**base, **over}))
+    if feeds is not None:
+        feeds.append(feed)
+    return first_estimates(feed, n)
 
 
 def test_estimator_publishes_the_imu_bias_uncertainty_without_moving_the_estimate():
     """imu_bias.consider (default): the same estimates as without it, covariances larger by a nonzero positive
     semidefinite term, recorded in Estimate.bias_cov; with the biases estimated it is off."""
-    on, off = _first({}), _first({"imu_bias.consider": False})
+    feeds = []
+    on, off = _first({}, feeds=feeds), _first({"imu_bias.consider": False}, feeds=feeds)
     assert len(on) == len(off) == 6
     for a, b in zip(on, off, strict=True):
         np.testing.assert_array_equal(a.position, b.position)
@@ -157,5 +161,11 @@ def test_estimator_publishes_the_imu_bias_uncertainty_without_moving_the_estimat
             diff = getattr(a, name) - getattr(b, name)
             np.testing.assert_allclose(diff, part, rtol=1e-9, atol=1e-12 * np.abs(part).max())
         assert b.bias_cov is None
-    estimated = _first({"imu_bias.enabled": True}, 2)
+    estimated = _first({"imu_bias.enabled": True}, 2, feeds)
     assert all(e.bias_cov is None for e in estimated)
+    # diagnostics: the biases' share of the standard deviations, or the estimated biases
+    with_share, without, biased = (f.diagnostics().key_values() for f in feeds)
+    rot = [float(v) for v in with_share["imu_bias_sigma_rotation_mrad"].split()]
+    np.testing.assert_allclose(rot, 1e3 * np.sqrt(np.diag(on[-1].bias_cov[0])[3:]), atol=0.006)  # printed 0.01 mrad
+    assert "imu_bias_sigma_rotation_mrad" not in without and "imu_bias_sigma_rotation_mrad" not in biased
+    assert "gyro_bias_x_rad_s" in biased

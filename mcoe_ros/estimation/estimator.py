@@ -798,10 +798,16 @@ class Estimator:
 
     def _parameter_values(self) -> dict[str, str]:
         """The identified IMU biases, actuator parameters and leg mass deviation of the last good estimate (value ±
-        std)."""
+        std), or the unestimated IMU biases' share of its standard deviations (``imu_bias.consider``)."""
         est, out = self.last_good, {}
         if est is None:
             return out
+        if est.bias_cov is not None:
+            pose, _, payload = est.bias_cov
+            sd = np.sqrt(np.clip(np.diag(pose), 0.0, None))
+            out["imu_bias_sigma_position_mm"] = " ".join(f"{1e3 * v:.2f}" for v in sd[:3])
+            out["imu_bias_sigma_rotation_mrad"] = " ".join(f"{1e3 * v:.2f}" for v in sd[3:])
+            out["imu_bias_sigma_payload_mass_kg"] = f"{np.sqrt(max(payload[0, 0], 0.0)):.4f}"
         if est.imu_bias is not None:
             (b, sd), axes = est.imu_bias, "xyz"
             out.update({f"gyro_bias_{a}_rad_s": f"{b[i]:.5f} ± {sd[i]:.5f}" for i, a in enumerate(axes)})
