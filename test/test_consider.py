@@ -163,6 +163,9 @@ def test_estimator_publishes_the_imu_bias_uncertainty_without_moving_the_estimat
         assert b.bias_cov is None
     estimated = _first({"imu_bias.enabled": True}, 2, feeds)
     assert all(e.bias_cov is None for e in estimated)
+    # the estimator's shifts carry the marginalised past's sensitivity (through the ground-height prior update)
+    prior = feeds[0].estimator.solver.problem.prior
+    assert prior.sensitivity is not None and np.abs(prior.sensitivity).max() > 0.0
     # diagnostics: the biases' share of the standard deviations, or the estimated biases
     with_share, without, biased = (f.diagnostics().key_values() for f in feeds)
     rot = [float(v) for v in with_share["imu_bias_sigma_rotation_mrad"].split()]

@@ -88,6 +88,16 @@ def test_height_random_walk_adds_variance_along_the_vertical_only(estimator):
     expected = cov_old + builder.height_walk**2 * elapsed * np.outer(u, u)
     assert numdiff.relative_error(cov_new, expected) < 1e-8
     assert np.allclose(cov_new @ new.gradient, cov_old @ old.gradient)
+    # the consider sensitivity (∂g/∂b of the IMU biases) is mapped as the gradient, with the ground term too
+    rng = np.random.default_rng(5)
+    sens = rng.standard_normal((len(old.gradient), 6))
+    with_sens = ArrivalPrior(old.x_bar, old.theta_bar, old.hessian, old.gradient, sens)
+    b = rng.standard_normal(6)
+    moved = ArrivalPrior(old.x_bar, old.theta_bar, old.hessian, old.gradient + sens @ b)
+    for contacts in ((False,) * 4, (True, True, False, True)):
+        base = builder.with_ground_height(with_sens, contacts, elapsed)
+        shifted = builder.with_ground_height(moved, contacts, elapsed)
+        assert numdiff.relative_error(base.sensitivity @ b, shifted.gradient - base.gradient) < 1e-10
 
 
 @pytest.fixture(scope="module")

@@ -451,7 +451,8 @@ class ProblemBuilder:
            p_z = h_g − k, k = the mean height of the stance feet relative to the base at x̄_0 (orientation and joints,
            a fixed value here), h_g = ``dynamics.ground_height``: r(e) = (p_z(x̄_0 ⊕ e) + k − h_g)/σ, linear in e
            with J = uᵀ/σ; gradient += Jᵀ r_0, Hessian += Jᵀ J. Only the base height moves: no tilt, no joint, so
-           the IMU and encoders are not bent to level the feet."""
+           the IMU and encoders are not bent to level the feet.
+        The prior's consider sensitivity (IMU biases) is mapped as its gradient by 1. and unchanged by 2."""
         std = self.foot_height_std
         if std <= 0.0:
             return prior
@@ -460,19 +461,21 @@ class ProblemBuilder:
         quat = x_bar[3:7]
         u = np.zeros(prior.hessian.shape[0])
         u[:3] = pin.Quaternion(quat[3], quat[0], quat[1], quat[2]).toRotationMatrix()[2]  # R_WB^T e_z
-        hess, grad = prior.hessian, prior.gradient
+        hess, grad, sens = prior.hessian, prior.gradient, prior.sensitivity
         variance = self.height_walk**2 * elapsed
         if variance > 0.0:
             hu = hess @ u
             denom = 1.0 / variance + u @ hu
             hess = hess - np.outer(hu, hu) / denom
             grad = grad - hu * (u @ grad) / denom
+            if sens is not None:  # the consider sensitivity is mapped as the gradient (ArrivalPrior.sensitivity)
+                sens = sens - np.outer(hu, u @ sens) / denom
         if any(contacts):
             r0 = (x_bar[2] + self.stance_height_offset(x_bar[:nq], contacts) - self.ground_height) / std
             row = u / std
             hess = hess + np.outer(row, row)
             grad = grad + row * r0
-        return ArrivalPrior(x_bar, prior.theta_bar, hess, grad)
+        return ArrivalPrior(x_bar, prior.theta_bar, hess, grad, sens)
 
     def shift_arguments(self, knots: Sequence[GridKnot], k: int) -> tuple:
         """(running, terminal, inputs, terminal_input) for :meth:`mcoe_ros.ocp.solver.MCOESolver.shift` by the k

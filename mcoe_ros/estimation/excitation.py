@@ -46,7 +46,7 @@ def anchored(prior: ArrivalPrior, indices: np.ndarray, theta: np.ndarray, inform
     grad = prior.gradient.copy()
     hess[idx, idx] += information
     grad[idx] -= information * (theta[indices] - prior.theta_bar[indices])
-    return ArrivalPrior(prior.x_bar.copy(), prior.theta_bar.copy(), hess, grad)
+    return ArrivalPrior(prior.x_bar.copy(), prior.theta_bar.copy(), hess, grad, prior.sensitivity)
 
 
 def swing_fraction(knots: Sequence) -> float:
