@@ -114,23 +114,9 @@ def soft_trot(tmp_path_factory):
 
 def _vertical_error(bag: str, overrides: dict) -> tuple[float, float]:
     """(final vertical position error, final horizontal error) in m of the estimator on the bag, first pose aligned."""
-    from mcoe_ros.io.bag import iter_messages, time_ns_of
-    from mcoe_ros.io.feed import SensorFeed
-    from mcoe_ros.io.params import node_config
-    from mcoe_ros.testing.datasets import load_bag
+    from mcoe_ros.testing.datasets import replay_with_truth
 
-    series, _ = load_bag(bag)
-    truth = {}
-    for _, _, msg in iter_messages(bag, ["ground_truth/odom"]):
-        p = msg.pose.pose.position
-        truth[round(time_ns_of(msg.header.stamp) * 1e-9, 3)] = np.array([p.x, p.y, p.z])
-    t0 = min(truth)
-    feed = SensorFeed(node_config(overrides))
-    estimates = []
-    for k in range(len(series)):
-        feed.sample(t0 + float(series.t[k]), series.q[k], series.dq[k], series.tau[k], *series.imu(k))
-        estimates += feed.poll()
-    good = [e for e in estimates if e.source != "hold"]
+    good, truth, _ = replay_with_truth(bag, overrides)
     first, last = good[0], good[-1]
     err = (last.position - first.position) - (truth[round(last.t, 3)] - truth[round(first.t, 3)])
     return float(err[2]), float(np.linalg.norm(err[:2]))

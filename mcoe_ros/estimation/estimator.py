@@ -16,9 +16,11 @@ whole window: its knot data recycled instead of allocated).
 Covariances: the Gauss-Newton marginal of the whole window onto (x_N, theta) (forward information
 recursion of :meth:`MCOESolver.marginal_prior` plus the newest knot's measurements, at the solve's last
 linearisation point) gives the pose/twist covariance of the newest state and the payload covariance. The
-pose block is rotated to odom axes. They are then scaled (``robust.covariance_scaling``) and, with the IMU biases
-not estimated (``imu_bias.consider``), the biases' prior uncertainty is added by consider analysis (the solver's
-sensitivity of the estimate to constant biases, carried through the marginalised past).
+pose block is rotated to odom axes and its x, y part taken relative to the odometry origin (the arrival anchor that
+fixes the unobservable horizontal translation removed). They are then scaled (``robust.covariance_scaling``); with
+the IMU biases not estimated (``imu_bias.consider``), the biases' prior uncertainty is added by consider analysis (the
+solver's sensitivity of the estimate to constant biases, carried through the marginalised past); the touch-downs'
+horizontal drift since the origin is added to x, y (``noise.odometry_slip_time``, :mod:`mcoe_ros.estimation.drift`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from mcoe_ros.estimation.builder import EstimationParameters, ProblemBuilder
 from mcoe_ros.estimation.calibration import ConsistencyScale
 from mcoe_ros.estimation.config import EstimatorConfig
 from mcoe_ros.estimation.diagnostics import OK, WARN, Diagnostics
+from mcoe_ros.estimation.drift import TouchdownDrift, relative_to_origin
 from mcoe_ros.estimation.estimate import Estimate
 from mcoe_ros.estimation.excitation import ActuatorGuard, LegMassGate, leg_joint_indices
 from mcoe_ros.estimation.propagation import Odometry, Propagator, Rebase
@@ -181,6 +184,9 @@ class Estimator:
         #: payload belief (theta and its information) that seeds the next problem built from scratch
         self.theta = self.prior_theta.copy()
         self.theta_info = self.prior_theta_info.copy()
+        #: ∂θ̂/∂b (ntheta, 6) of the payload belief to the unestimated IMU biases (consider analysis), carried into a
+        #: problem built from scratch; None: none yet (the configured prior) or consider off
+        self.theta_sensitivity: np.ndarray | None = None
         self.last_tick_n = -(10**12)
         self.last_time = 0.0
         self.rls = None
@@ -201,6 +207,10 @@ class Estimator:
         if bias.consider and not bias.enabled:
             self._bias_variance = np.r_[np.full(3, bias.gyro_prior_std**2), np.full(3, bias.accelerometer_prior_std**2)]
         noise = config.noise
+        #: horizontal drift of the touch-downs since the odometry origin (published x, y covariance), None: off
+        self.drift = None
+        if noise.odometry_slip_time > 0.0:
+            self.drift = TouchdownDrift(robot, noise.odometry_slip_time, self.builder.held, config.grid.dt)
         #: input-rate odometry: the newest solved state propagated through every newer sample
         self.propagator = Propagator(robot, noise.accelerometer, noise.gyro, noise.foot_velocity)
         self.last_status = "waiting for data"
@@ -260,6 +270,7 @@ class Estimator:
         self.last_good = None
         self.theta = self.prior_theta.copy()
         self.theta_info = self.prior_theta_info.copy()
+        self.theta_sensitivity = None
         self.solver = None
         self._recycle = None
         self._recent_costs.clear()
@@ -378,6 +389,8 @@ class Estimator:
         running, terminal, inputs, prior, xs = self.builder.fresh_parts(
             knots, position, self.theta, self.theta_info, base
         )
+        if self.theta_sensitivity is not None:  # the belief's bias sensitivity (consider analysis) carries over
+            prior = prior.with_mean_sensitivity(self.theta_sensitivity)
         noise = self.builder.interval_noise(knots, len(running))
         if solver is None:
             solver = self._new_solver(running, terminal, inputs, prior, noise)
@@ -470,6 +483,8 @@ class Estimator:
                 if warming:  # not converged yet: the dropped knots' linearisation is not marginalised into the
                     # prior, the window keeps the prior of a problem built from scratch (warm-started)
                     prior = self.builder.arrival_prior(self.solver.xs[0], self.theta, self.theta_info)
+                    if self.theta_sensitivity is not None:
+                        prior = prior.with_mean_sensitivity(self.theta_sensitivity)
                     self.solver.problem.prior = prior
                 par = self.parameters
                 prior = self.solver.problem.prior
@@ -527,6 +542,13 @@ class Estimator:
             est = self._consistency_scaled(est)
         if self._bias_variance is not None:
             est = self._with_imu_bias_uncertainty(est, solver, result.xs[-1])
+        if self.drift is not None:
+            sigma = self.drift.update(knots, result.xs)
+            est = replace(
+                est,
+                pose_cov=self.drift.publish(est.pose_cov),
+                solve={**est.solve, "odometry_drift_std": sigma, "touchdowns": self.drift.count},
+            )
         missed_deadline = result.status == "max_time"
         if missed_deadline:
             # clean fallback: the state of the iterate re-anchors the odometry (if it took a step), the payload
@@ -543,6 +565,8 @@ class Estimator:
         # the next problem built from scratch starts from this payload belief
         self.theta = result.theta.copy()
         self.theta_info = np.linalg.pinv(est.theta_cov, rcond=1e-12, hermitian=True)
+        sens = solver.consider_sensitivity if self._bias_variance is not None else None
+        self.theta_sensitivity = None if sens is None else sens[solver.problem.ndx :].copy()
         if self.parameters.actuator is not None:  # the contact detector explains the joint torques the same way
             self.window.detector.set_actuator(self.parameters.actuator, result.pi[self.parameters.layout.actuator])
         if self.parameters.layout.leg is not None:  # ... with the identified leg bodies
@@ -655,6 +679,7 @@ class Estimator:
         x = result.xs[-1]
         quat = x[3:7] / np.linalg.norm(x[3:7])
         pose_cov, twist_cov, pi_cov = self._published_blocks(cov, x, result.theta, ndx)
+        pose_cov = relative_to_origin(pose_cov, self.config.noise.arrival_position)
         theta_cov = cov[ndx:, ndx:]
         layout = self.parameters.layout
         std = np.sqrt(np.clip(np.diag(pi_cov), 0.0, None))
@@ -776,8 +801,15 @@ class Estimator:
             window_restarts=self.window.restarts,
             rls_mass=float(self.rls_pi[0]) if self.rls_pi is not None else None,
             contact_phase=tuple(self.window.knots[-1].contacts) if self.window.knots else (),
-            extra={**self._parameter_values(), **self._schedule_values()},
+            extra={**self._parameter_values(), **self._schedule_values(), **self._drift_values()},
         )
+
+    def _drift_values(self) -> dict[str, str | int]:
+        """The touch-downs since the odometry origin and their horizontal drift σ in the published x, y covariance
+        (``noise.odometry_slip_time``; none when off)."""
+        if self.drift is None:
+            return {}
+        return {"odometry_touchdowns": self.drift.count, "odometry_drift_std_mm": f"{1e3 * self.drift.sigma:.1f}"}
 
     def _schedule_values(self) -> dict[str, str | int]:
         """Two-rate output and solve scheduling: solve rate (per sensor second), skipped ticks, rebuilt problems, late

@@ -208,6 +208,11 @@ _TABLE: tuple[Param, ...] = (
         "leg-odometry height random walk between two windows (with noise.foot_height), m/sqrt(s)",
     ),
     Param(
+        "noise.odometry_slip_time",
+        "estimator.noise.odometry_slip_time",
+        "published horizontal position std added per touch-down per m/s of landing foot speed (odometry drift), s",
+    ),
+    Param(
         "noise.process_model",
         "estimator.noise.process_model",
         "process noise on the velocities only, or on positions and velocities",
@@ -542,6 +547,7 @@ _BOUNDS = {
     "noise.contact_acceleration": NONNEGATIVE,
     "noise.foot_height": NONNEGATIVE,
     "noise.height_random_walk": NONNEGATIVE,
+    "noise.odometry_slip_time": (0.0, 1.0, True),
     "payload.prior_mass": POSITIVE,
     "payload.prior_com": (-10.0, 10.0, True),
     "payload.prior_inertia": POSITIVE,

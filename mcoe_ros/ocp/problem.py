@@ -178,6 +178,16 @@ class ArrivalPrior:
             hess[ndx:, ndx:] = _as_information(info_theta, nth)
         return cls(np.array(x_bar, dtype=float), np.array(theta_bar, dtype=float), hess)
 
+    def with_mean_sensitivity(self, theta_sensitivity: np.ndarray) -> ArrivalPrior:
+        """The prior whose parameter mean moves with the consider parameters b as θ̄ + S_θ b (``theta_sensitivity`` S_θ
+        (ntheta, nb), e.g. a belief from an earlier solve's estimate): the gradient at fixed (x̄, θ̄) becomes
+        g − H[:, θ] S_θ b, so :attr:`sensitivity` gains −H[:, θ] S_θ."""
+        nth = len(self.theta_bar)
+        sens = np.asarray(theta_sensitivity, dtype=float)
+        add = -self.hessian[:, -nth:] @ sens
+        base = self.sensitivity_or_zeros(sens.shape[1])
+        return ArrivalPrior(self.x_bar.copy(), self.theta_bar.copy(), self.hessian, self.gradient.copy(), base + add)
+
     def with_parameter_noise(self, indices: Sequence[int], variances: np.ndarray) -> ArrivalPrior:
         """The prior after independent random-walk noise of ``variances`` (k,) on the parameters theta[indices]
         (e.g. slowly drifting sensor biases between two windows): the covariance of those entries grows by the

@@ -97,6 +97,28 @@ def load_truth_positions(path: str) -> tuple[np.ndarray, np.ndarray]:
     return (np.array(ts) - t0) * 1e-9, np.array(ps)
 
 
+def replay_with_truth(path: str, overrides: dict) -> tuple[list, dict[float, np.ndarray], object]:
+    """Feed a simulator bag through the estimator (the node's configuration with ``overrides``), on the bag's own
+    clock: (the estimates that are not holds, the true base positions {t s rounded to 1 ms: (3,) m} of
+    ground_truth/odom on the estimates' clock, the :class:`~mcoe_ros.io.feed.SensorFeed` after the last sample)."""
+    from mcoe_ros.io.bag import time_ns_of
+    from mcoe_ros.io.feed import SensorFeed
+    from mcoe_ros.io.params import node_config
+
+    series, _ = load_bag(path)
+    truth = {}
+    for _, _, msg in iter_messages(path, ["ground_truth/odom"]):
+        p = msg.pose.pose.position
+        truth[round(time_ns_of(msg.header.stamp) * 1e-9, 3)] = np.array([p.x, p.y, p.z])
+    t0 = min(truth)
+    feed = SensorFeed(node_config(overrides))
+    estimates = []
+    for k in range(len(series)):
+        feed.sample(t0 + float(series.t[k]), series.q[k], series.dq[k], series.tau[k], *series.imu(k))
+        estimates += feed.poll()
+    return [e for e in estimates if e.source != "hold"], truth, feed
+
+
 def add_noise(series: SensorSeries, sigma: float, rng: np.random.Generator) -> SensorSeries:
     """Copy of ``series`` with the noise of the module docstring (sigma = 0: the series itself)."""
     if sigma == 0.0:

@@ -1,0 +1,137 @@
+"""Horizontal odometry drift of the touch-downs: the published x, y covariance relative to the odometry origin.
+
+The base's x and y are not observable: every measurement and pseudo-measurement of the window is invariant to a
+horizontal translation of the whole trajectory. The window's Gauss–Newton covariance of the newest position is the
+arrival anchor's (``noise.arrival_position`` σ_a per axis, which fixes that gauge and says nothing about the robot) plus
+the uncertainty of the motion since the odometry origin under the model's own noise. REP-105's odom frame starts at
+the first pose, so the anchor does not belong in the published covariance: :func:`relative_to_origin` removes it.
+
+What is left under-states the drift of a legged robot. Measured on the realism suite (docs/realism.md, session 14),
+the horizontal error grows by 0.3–6 mm per touch-down, step after step in the same direction (a systematic error,
+linear in the number of steps), more for faster landings (trot forward, pronk) than for slow ones (walk, trot in
+place): the landing foot slides and rolls while the rigid contact holds it (docs/localisation.md). The model here:
+
+* each touch-down i of a held foot (a foot the rigid dynamics holds at knot k and not at k - 1) adds a horizontal
+  error of standard deviation s_i = τ ‖v_i‖ per axis, v_i (3,) m/s the foot's velocity in odom axes at the knot
+  (the estimate's pre-impact state) and τ = ``noise.odometry_slip_time`` s;
+* the errors add coherently (worst case of a systematic error): σ_drift = Σ_i s_i m, and the published x, y block
+  gets σ_drift² I₂ on top of the window's relative covariance.
+
+A touch-down's s_i follows the window's latest estimate while its knot is in the window and is frozen when the knot
+is dropped. No touch-down is counted at or right after a contact detector's (re)start knot (its flags are the
+detector's initial state, see :meth:`mcoe_ros.estimation.builder.ProblemBuilder.running_models`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pinocchio as pin
+
+from mcoe_ros.estimation.window import GridKnot
+from mcoe_ros.multibody.robot import RobotModel
+
+#: m², floor of the relative horizontal variance (1 µm std): a published covariance stays positive definite
+MIN_VARIANCE = 1e-12
+
+
+def relative_to_origin(pose_cov: np.ndarray, anchor_std: float) -> np.ndarray:
+    """The pose covariance (6, 6) (position m, rotation rad, odom axes) without the arrival anchor's σ_a² I₂ on x, y
+    (the x, y block's eigenvalues floored at :data:`MIN_VARIANCE`: numerical noise of the subtraction; the rest
+    unchanged)."""
+    out = pose_cov.copy()
+    block = 0.5 * (out[:2, :2] + out[:2, :2].T) - anchor_std**2 * np.eye(2)
+    vals, vecs = np.linalg.eigh(block)
+    out[:2, :2] = (vecs * np.clip(vals, MIN_VARIANCE, None)) @ vecs.T
+    return out
+
+
+class TouchdownDrift:
+    """σ_drift (m) of the touch-downs since the odometry origin (see module docstring).
+
+    robot: the estimator's model (foot frames); slip_time: τ s; held: the feet a knot's dynamics holds
+    (:meth:`ProblemBuilder.held`); dt: the grid step s (knots are keyed by their grid index round(t / dt)).
+    """
+
+    def __init__(
+        self, robot: RobotModel, slip_time: float, held: Callable[[GridKnot], Sequence[bool]], dt: float
+    ) -> None:
+        if slip_time < 0.0 or dt <= 0.0:
+            raise ValueError("need slip_time >= 0 and dt > 0")
+        self.robot, self.slip_time, self.held, self.dt = robot, float(slip_time), held, float(dt)
+        self._data = robot.model.createData()
+        self.sigma_past = 0.0  #: m, Σ s_i of the touch-downs whose knots left the window
+        self.count_past = 0  #: touch-downs whose knots left the window
+        #: grid index -> (Σ s_i m, count) of the touch-downs at a window knot (latest estimate)
+        self._pending: dict[int, tuple[float, int]] = {}
+        #: grid index -> the feet that land at a window knot
+        self._landing: dict[int, list[int]] = {}
+        #: (held flags, detector start) of the newest knot seen and its grid index (the predecessor of the next one)
+        self._last: tuple[tuple[bool, ...], bool] | None = None
+        self._last_index = -(2**62)
+
+    @property
+    def sigma(self) -> float:
+        """σ_drift, m."""
+        return self.sigma_past + sum(s for s, _ in self._pending.values())
+
+    @property
+    def count(self) -> int:
+        """Touch-downs since the odometry origin."""
+        return self.count_past + sum(n for _, n in self._pending.values())
+
+    def _index(self, knot: GridKnot) -> int:
+        return int(round(knot.t / self.dt))
+
+    def foot_speeds(self, x: np.ndarray) -> np.ndarray:
+        """‖v_foot‖ (nfeet,) m/s of every foot at the state x (nx,) (odom axes; the norm is frame-independent)."""
+        robot, data = self.robot, self._data
+        pin.forwardKinematics(robot.model, data, x[: robot.nq], x[robot.nq :])
+        return np.array(
+            [
+                np.linalg.norm(
+                    pin.getFrameVelocity(robot.model, data, fid, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED).linear
+                )
+                for fid in robot.foot_frame_ids
+            ]
+        )
+
+    def update(self, knots: Sequence[GridKnot], xs: Sequence[np.ndarray]) -> float:
+        """Account for a solved window (its knots and the solution's states xs, one per knot); returns σ_drift m.
+
+        Only the knots new since the last update are searched for touch-downs (a knot's flags do not change), and only
+        the pending touch-downs' landing speeds are re-evaluated: O(new knots + touch-downs in the window)."""
+        if len(knots) != len(xs):
+            raise ValueError(f"{len(knots)} knots but {len(xs)} states")
+        if not knots:
+            return self.sigma
+        first = self._index(knots[0])
+        if self._index(knots[-1]) - first != len(knots) - 1:
+            raise ValueError("the window's knots are not consecutive grid knots")
+        for idx in [i for i in self._pending if i < first]:  # dropped knots: their touch-downs are final
+            s, n = self._pending.pop(idx)
+            self.sigma_past += s
+            self.count_past += n
+            del self._landing[idx]
+        for pos in range(max(0, self._last_index + 1 - first), len(knots)):  # the new knots
+            knot = knots[pos]
+            idx = first + pos
+            held = tuple(bool(h) for h in self.held(knot))
+            previous = self._last if idx - 1 == self._last_index else None  # None: a restart's gap, or the start
+            if previous is not None and not previous[1] and not knot.detector_start:
+                feet = [f for f, (now, before) in enumerate(zip(held, previous[0], strict=True)) if now and not before]
+                if feet:
+                    self._landing[idx] = feet
+            self._last, self._last_index = (held, knot.detector_start), idx
+        for idx, feet in self._landing.items():  # the window's landings at the newest estimate
+            speeds = self.foot_speeds(np.asarray(xs[idx - first]))
+            self._pending[idx] = (self.slip_time * float(speeds[feet].sum()), len(feet))
+        return self.sigma
+
+    def publish(self, pose_cov: np.ndarray) -> np.ndarray:
+        """The pose covariance (6, 6) with σ_drift² added on x and y."""
+        out = pose_cov.copy()
+        out[0, 0] += self.sigma**2
+        out[1, 1] += self.sigma**2
+        return out
