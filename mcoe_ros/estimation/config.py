@@ -166,6 +166,12 @@ class PayloadConfig:
     rls_window: float = 0.01  #: RLS: Savitzky-Golay window for the accelerations, s
     rls_alpha: float = 1.0  #: RLS: strength of the log-det regulariser
     rls_forgetting: float = 1.0  #: RLS: directional forgetting factor (1 = none)
+    #: m/s²; a window whose horizontal specific force hardly varies (RMS about its mean, 20 ms averages, below this)
+    #: keeps the vertical first moment h_z of the estimated body for its solve: standing still, nothing but noise
+    #: informs it, and the reported torques' noise drags it far below the trunk (errors in variables,
+    #: :class:`mcoe_ros.estimation.excitation.VerticalMomentGate`, docs/realism.md session 14); 0 = off. Needs the
+    #: 'exp-eigval' or 'plain' parametrization (h_z is a coordinate)
+    min_vertical_excitation: float = 0.03
     leg_mass: LegMassConfig = field(default_factory=LegMassConfig)
 
     def __post_init__(self):

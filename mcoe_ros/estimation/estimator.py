@@ -29,6 +29,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 import pinocchio as pin
@@ -39,7 +40,7 @@ from mcoe_ros.estimation.config import EstimatorConfig
 from mcoe_ros.estimation.diagnostics import OK, WARN, Diagnostics
 from mcoe_ros.estimation.drift import TouchdownDrift, relative_to_origin
 from mcoe_ros.estimation.estimate import Estimate
-from mcoe_ros.estimation.excitation import ActuatorGuard, LegMassGate, leg_joint_indices
+from mcoe_ros.estimation.excitation import ActuatorGuard, LegMassGate, VerticalMomentGate, leg_joint_indices
 from mcoe_ros.estimation.propagation import Odometry, Propagator, Rebase
 from mcoe_ros.estimation.samples import (
     InvalidSample,
@@ -160,6 +161,16 @@ class Estimator:
         if legs is not None:
             lm = pay.leg_mass
             self.leg_gate = LegMassGate(legs.start, lm.min_swing, lm.min_swing_speed, leg_joint_indices(robot))
+        #: standing-still gate of the estimated body's vertical first moment (None: payload.min_vertical_excitation 0)
+        self.moment_gate = None
+        if pay.min_vertical_excitation > 0.0:
+            if pay.parametrization not in ("exp-eigval", "plain"):
+                raise ValueError(
+                    "payload.min_vertical_excitation: needs payload.parametrization 'exp-eigval' or 'plain' (h_z a"
+                    f" coordinate), not {pay.parametrization!r}; 0 turns the gate off"
+                )
+            h_z = self.parameters.layout.payload.start + 3
+            self.moment_gate = VerticalMomentGate(h_z, pay.min_vertical_excitation)
         self.prior_theta_info = self.parameters.prior_info
         sol = config.solver
         self.options = SolverOptions(
@@ -506,6 +517,8 @@ class Estimator:
                     return self.actuator_guard.solve(solver, knots, iterations)
                 return solver.solve(max_iter=iterations)
 
+            if self.moment_gate is not None:
+                run = partial(self.moment_gate.solve, solver, knots, run)
             result = self.leg_gate.solve(solver, knots, run) if self.leg_gate is not None else run()
             if result.status == "stopped" or self.stop_event.is_set():
                 return None
@@ -853,6 +866,10 @@ class Estimator:
         if est.leg_mass is not None:
             out["leg_mass_deviation_kg"] = f"{est.leg_mass[0]:+.3f} ± {est.leg_mass[1]:.3f}"
             out["leg_mass_frozen_solves"] = f"{self.leg_gate.frozen} of {self.leg_gate.solves}"
+        if self.moment_gate is not None:
+            gate = self.moment_gate
+            out["vertical_moment_frozen_solves"] = f"{gate.frozen} of {gate.solves}"
+            out["horizontal_excitation_m_s2"] = f"{gate.last_excitation:.3f}"
         return out
 
 

@@ -1,5 +1,5 @@
 """Keeping the identified actuator parameters physical: an excitation gate and bounds (issue 13); the same gate for the
-leg mass scale (:class:`LegMassGate`).
+leg mass scale (:class:`LegMassGate`) and for the estimated body's vertical first moment (:class:`VerticalMomentGate`).
 
 The actuator parameters p = (viscous b_v, Coulomb b_c, rotor inertia I_r) per joint group
 (:class:`mcoe_ros.multibody.actuator.ActuatorModel`) enter the joint torque balance through the regressor columns
@@ -47,6 +47,19 @@ def anchored(prior: ArrivalPrior, indices: np.ndarray, theta: np.ndarray, inform
     hess[idx, idx] += information
     grad[idx] -= information * (theta[indices] - prior.theta_bar[indices])
     return ArrivalPrior(prior.x_bar.copy(), prior.theta_bar.copy(), hess, grad, prior.sensitivity)
+
+
+def horizontal_excitation(knots: Sequence, smoothing: int = 10) -> float:
+    """RMS (m/s²) about its mean of the measured specific force's x, y components (IMU axes, ``knot.imu.acc``) over
+    the knots, after ``smoothing``-knot moving averages (20 ms on the 2 ms grid: the accelerometer's white noise
+    mostly removed, a body's motion kept); 0 for fewer knots than ``smoothing``."""
+    acc = np.array([k.imu.acc[:2] for k in knots], dtype=float)
+    if len(acc) < smoothing:
+        return 0.0
+    csum = np.cumsum(np.vstack([np.zeros(2), acc]), axis=0)
+    mean = (csum[smoothing:] - csum[:-smoothing]) / smoothing
+    dev = mean - mean.mean(axis=0)
+    return float(np.sqrt(np.mean(np.sum(dev * dev, axis=1))))
 
 
 def swing_fraction(knots: Sequence) -> float:
@@ -100,6 +113,36 @@ class LegMassGate:
         self.solves += 1
         swing = swing_fraction(knots) >= self.min_swing
         if swing and (self.min_swing_speed <= 0.0 or swing_speed(knots, self.leg_joints) >= self.min_swing_speed):
+            return run()
+        self.frozen += 1
+        return frozen_run(solver, self.index, run)
+
+
+class VerticalMomentGate:
+    """Freezes the estimated body's vertical first moment h_z (theta index ``index``: a coordinate of the 'exp-eigval'
+    and 'plain' parametrizations) on windows whose horizontal specific force hardly varies
+    (:func:`horizontal_excitation` below ``min_excitation`` m/s²: standing still).
+
+    h_z enters the dynamics through the moment h × f of the specific force f = R^T (a - g): only a varying horizontal
+    f (horizontal accelerations, tilting) separates it from the horizontal first moment; a constant one does not. On a
+    stand nothing but noise informs it, and the reported torques' white noise drags it to the body that makes that
+    noise matter least, one with a large inertia about the trunk origin (the realism suite's 3 kg stand: the payload's
+    CoM 0.46 m below the truth, docs/realism.md session 14). Like :class:`ActuatorGuard`'s gate the anchor acts on
+    the solve only, never as information. Counts ``frozen`` / ``solves``; ``last_excitation`` m/s².
+    """
+
+    def __init__(self, index: int, min_excitation: float):
+        self.index = np.array([index], dtype=int)
+        self.min_excitation = float(min_excitation)
+        self.frozen = 0
+        self.solves = 0
+        self.last_excitation = float("nan")
+
+    def solve(self, solver, knots: Sequence, run):
+        """``run()`` (the tick's solve on ``solver``) with h_z anchored when ``knots`` are not excited."""
+        self.solves += 1
+        self.last_excitation = horizontal_excitation(knots)
+        if self.last_excitation >= self.min_excitation:
             return run()
         self.frozen += 1
         return frozen_run(solver, self.index, run)

@@ -316,6 +316,12 @@ _TABLE: tuple[Param, ...] = (
         ("combined", "payload"),
     ),
     Param(
+        "payload.min_vertical_excitation",
+        "estimator.payload.min_vertical_excitation",
+        "RMS variation of the horizontal specific force below which a window's solve keeps the vertical first moment"
+        " of the estimated body (standing still), m/s^2 (0: off)",
+    ),
+    Param(
         "payload.leg_mass.enabled",
         "estimator.payload.leg_mass.enabled",
         "estimate a leg mass scale (legs = k x URDF legs; Python solver only)",
@@ -558,6 +564,7 @@ _BOUNDS = {
     "payload.leg_mass.prior_sigma": POSITIVE,
     "payload.leg_mass.min_swing": (0.0, 1.0, True),
     "payload.leg_mass.min_swing_speed": NONNEGATIVE,
+    "payload.min_vertical_excitation": (0.0, 10.0, True),
     "actuator.coulomb_smoothing": POSITIVE,
     "actuator.prior_viscous": POSITIVE,
     "actuator.prior_coulomb": POSITIVE,
