@@ -294,8 +294,9 @@ def nees_summary(good: list, pi_true: np.ndarray, odom: list) -> dict:
     """NEES of the published payload (final estimate; mass + CoM, mass only where the true mass is ~0) and pose
     (final and mean over the second half of the estimates) under each of :data:`CALIBRATIONS`, all from one run:
     'raw' = the Gauss-Newton covariance (the published one less its IMU-bias share ``Estimate.bias_cov`` and, for the
-    pose, the touch-downs' drift ``solve['odometry_drift_std']``, divided by its ``solve['cov_scale']`` /
-    ``solve['pose_cov_scale']``), 'residual' = raw times max(σ̂², 1) (``solve['chi2_dof']``) plus those shares,
+    pose, the touch-downs' drift and the feet's rolling, ``solve['odometry_drift_std']`` and
+    ``solve['odometry_rolling_std']``, divided by its ``solve['cov_scale']`` / ``solve['pose_cov_scale']``),
+    'residual' = raw times max(σ̂², 1) (``solve['chi2_dof']``) plus those shares,
     'published' = the published covariance (with the default
     ``robust.covariance_scaling`` 'consistency' and ``imu_bias.consider``: the payload's raw times the larger of the
     :class:`~mcoe_ros.estimation.calibration.ConsistencyScale` factor and max(σ̂², 1), the pose's raw times max(σ̂²,
@@ -307,7 +308,9 @@ def nees_summary(good: list, pi_true: np.ndarray, odom: list) -> dict:
         bias = e.bias_cov or (np.zeros((6, 6)), None, np.zeros_like(e.payload_cov))
         pose_scale = e.solve.get("pose_cov_scale", e.solve.get("cov_scale", 1.0))
         drift = np.zeros((6, 6))  # the touch-downs' horizontal drift (noise.odometry_slip_time), not scaled
-        drift[0, 0] = drift[1, 1] = e.solve.get("odometry_drift_std", 0.0) ** 2
+        drift[0, 0] = drift[1, 1] = (
+            e.solve.get("odometry_drift_std", 0.0) ** 2 + e.solve.get("odometry_rolling_std", 0.0) ** 2
+        )
         raw = ((e.pose_cov - bias[0] - drift) / pose_scale, (e.payload_cov - bias[2]) / e.solve.get("cov_scale", 1.0))
         return raw, (bias[0] + drift, bias[2]), max(e.solve.get("chi2_dof", 1.0), 1.0)
 

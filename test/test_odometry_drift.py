@@ -28,13 +28,14 @@ class _Knot:
     detector_start: bool = False
 
 
-def _state(robot: RobotModel, base_velocity) -> np.ndarray:
-    """Go1 standing pose moving as a rigid body at base_velocity (3,) m/s (joints still): every foot has that speed."""
+def _state(robot: RobotModel, base_velocity, rpy=(0.0, 0.0, 0.4)) -> np.ndarray:
+    """Go1 standing pose (base orientation rpy) moving as a rigid body at base_velocity (3,) m/s (joints still): every
+    foot has that speed and the base's orientation."""
     q = robot.neutral()
     q[2] = 0.3
-    q[3:7] = pin.Quaternion(pin.rpy.rpyToMatrix(0.0, 0.0, 0.4)).coeffs()
+    q[3:7] = pin.Quaternion(pin.rpy.rpyToMatrix(*rpy)).coeffs()
     v = np.zeros(robot.nv)
-    v[:3] = pin.rpy.rpyToMatrix(0.0, 0.0, 0.4).T @ np.asarray(base_velocity, dtype=float)  # base frame
+    v[:3] = pin.rpy.rpyToMatrix(*rpy).T @ np.asarray(base_velocity, dtype=float)  # base frame
     return np.r_[q, v]
 
 
@@ -92,9 +93,37 @@ def test_each_touch_down_counts_once_with_its_landing_speed(go1):
     # a restarted window whose first knot's predecessor is unknown: no touch-down at its first knot
     fresh = TouchdownDrift(robot, TAU, lambda k: k.contacts, 0.002)
     assert fresh.update(*_window(100, 3, {}, {100: _state(robot, (1.0, 0.0, 0.0))}, robot)) == 0.0
-    # published: σ² on x and y only
+    # published: σ² (and the rolling's, none here: the feet do not turn) on x and y only
+    assert drift.rolling == 0.0
     pub = drift.publish(np.eye(6) * 1e-6)
     assert np.allclose(np.diag(pub), np.r_[[1e-6 + sigma**2] * 2, [1e-6] * 4])
+
+
+def test_stance_feet_rolling_adds_their_radius_times_the_horizontal_rotation(go1):
+    """σ_roll = r √(mean over the newest knot's stance feet of ‖φ_h‖²), φ_h the horizontal part of a foot frame's
+    rotation since its stance began: a pitch of the whole body (joints still) rolls every foot by it, a yaw does not;
+    a foot that lifts and lands again starts from its new orientation."""
+    robot, r = go1, go1.spec.foot_radius
+    assert r == pytest.approx(0.02)
+    drift = TouchdownDrift(robot, TAU, lambda k: k.contacts, 0.002)
+    flat = {i: _state(robot, (0, 0, 0), (0.0, 0.0, 0.4)) for i in range(0, 40)}
+    drift.update(*_window(0, 10, {}, flat, robot))  # every foot down from the first knot: stance starts there
+    assert drift.rolling == 0.0
+    pitched = dict(flat)
+    pitched[19] = _state(robot, (0, 0, 0), (0.0, 0.1, 0.4))
+    drift.update(*_window(10, 10, {}, pitched, robot))
+    assert drift.rolling == pytest.approx(r * 0.1, rel=1e-6)
+    turned = dict(flat)
+    turned[29] = _state(robot, (0, 0, 0), (0.0, 0.0, 0.9))  # yaw only
+    drift.update(*_window(20, 10, {}, turned, robot))
+    assert drift.rolling == pytest.approx(0.0, abs=1e-9)
+    # foot 0 lifts at 30-31 and lands at 32 pitched by 0.2: it starts from there; the others have rolled by 0.2
+    flags = {30: (False, True, True, True), 31: (False, True, True, True)}
+    states = {i: _state(robot, (0, 0, 0), (0.0, 0.2, 0.4)) for i in range(30, 40)}
+    drift.update(*_window(30, 10, flags, states, robot))
+    assert drift.rolling == pytest.approx(r * 0.2 * np.sqrt(3 / 4), rel=1e-6)
+    pub = drift.publish(np.zeros((6, 6)))
+    assert pub[0, 0] == pytest.approx(drift.sigma**2 + drift.rolling**2) and pub[0, 1] == 0.0
 
 
 @pytest.fixture(scope="module")

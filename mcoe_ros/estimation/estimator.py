@@ -20,7 +20,8 @@ pose block is rotated to odom axes and its x, y part taken relative to the odome
 fixes the unobservable horizontal translation removed). They are then scaled (``robust.covariance_scaling``); with
 the IMU biases not estimated (``imu_bias.consider``), the biases' prior uncertainty is added by consider analysis (the
 solver's sensitivity of the estimate to constant biases, carried through the marginalised past); the touch-downs'
-horizontal drift since the origin is added to x, y (``noise.odometry_slip_time``, :mod:`mcoe_ros.estimation.drift`).
+horizontal drift since the origin and the stance feet's rolling are added to x, y (``noise.odometry_slip_time``,
+``robot.foot_radius``, :mod:`mcoe_ros.estimation.drift`).
 """
 
 from __future__ import annotations
@@ -560,7 +561,12 @@ class Estimator:
             est = replace(
                 est,
                 pose_cov=self.drift.publish(est.pose_cov),
-                solve={**est.solve, "odometry_drift_std": sigma, "touchdowns": self.drift.count},
+                solve={
+                    **est.solve,
+                    "odometry_drift_std": sigma,
+                    "odometry_rolling_std": self.drift.rolling,
+                    "touchdowns": self.drift.count,
+                },
             )
         missed_deadline = result.status == "max_time"
         if missed_deadline:
@@ -818,11 +824,15 @@ class Estimator:
         )
 
     def _drift_values(self) -> dict[str, str | int]:
-        """The touch-downs since the odometry origin and their horizontal drift σ in the published x, y covariance
-        (``noise.odometry_slip_time``; none when off)."""
+        """The touch-downs since the odometry origin, their horizontal drift σ and the stance feet's rolling σ in the
+        published x, y covariance (``noise.odometry_slip_time``; none when off)."""
         if self.drift is None:
             return {}
-        return {"odometry_touchdowns": self.drift.count, "odometry_drift_std_mm": f"{1e3 * self.drift.sigma:.1f}"}
+        return {
+            "odometry_touchdowns": self.drift.count,
+            "odometry_drift_std_mm": f"{1e3 * self.drift.sigma:.1f}",
+            "odometry_rolling_std_mm": f"{1e3 * self.drift.rolling:.1f}",
+        }
 
     def _schedule_values(self) -> dict[str, str | int]:
         """Two-rate output and solve scheduling: solve rate (per sensor second), skipped ticks, rebuilt problems, late

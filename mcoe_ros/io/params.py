@@ -116,6 +116,11 @@ _TABLE: tuple[Param, ...] = (
         "frame the payload body is rigidly attached to (payload parameters frame)",
     ),
     Param("robot.armature", "estimator.robot.armature", "rotor inertia reflected on every actuated joint, kg m^2"),
+    Param(
+        "robot.foot_radius",
+        "estimator.robot.foot_radius",
+        "radius of the round feet around the foot frames (their rolling enters the published x, y covariance), m",
+    ),
     Param("robot.hw_joint_names", "estimator.robot.hw_joint_names", "joint names in the hardware (LowState) order"),
     # inputs
     Param(
@@ -532,6 +537,7 @@ POSITIVE, NONNEGATIVE = (0.0, None, False), (0.0, None, True)
 #: allowed ranges of the numeric parameters (checked by :func:`check_value`; cross-checks in :func:`check_config`)
 _BOUNDS = {
     "robot.armature": NONNEGATIVE,
+    "robot.foot_radius": (0.0, 0.2, True),
     "input.low_state_period": POSITIVE,
     "output.diagnostics_period": POSITIVE,
     "output.stale_timeout": POSITIVE,

@@ -70,6 +70,10 @@ class RobotSpec:
     foot_frames: tuple[str, ...] = ("FL_foot", "FR_foot", "RL_foot", "RR_foot")
     payload_frame: str = "trunk"  #: payload parameters are expressed in this frame
     armature: float | list[float] = 0.0  #: rotor inertia per actuated joint, kg m^2 (reflected)
+    #: radius of the round feet around the foot frames, m (Go1: 0.02); the rigid contacts hold the foot frames, so
+    #: a foot rolling by φ moves the modelled contact by r φ (published horizontal covariance,
+    #: :mod:`mcoe_ros.estimation.drift`); 0 = point feet
+    foot_radius: float = 0.02
     hw_joint_names: tuple[str, ...] = GO1_UNITREE_JOINT_ORDER  #: joint names in the hardware's order
     extra: dict = field(default_factory=dict)
 
