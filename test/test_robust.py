@@ -139,8 +139,8 @@ def _run_sample(over: dict, n: int = 4) -> tuple[list, object]:
 def test_estimator_with_robust_loss_and_calibration():
     """robust.loss huber on the process noise and the contact residuals: the problem carries the robust cost (the
     auto backend falls back to the Python solver), estimates are finite, and 'residual' covariance scaling multiplies
-    the published covariances by max(σ̂², floor) (before the IMU biases' share is added) while the solver's own belief
-    (theta_cov) is unscaled."""
+    the published covariances by max(σ̂², floor) (before the IMU biases' and the odometry drift's shares are added) while
+    the solver's own belief (theta_cov) is unscaled."""
     from mcoe_ros.ocp.solver import MCOESolver
 
     out, est = _run_sample(
@@ -158,7 +158,16 @@ def test_estimator_with_robust_loss_and_calibration():
     np.testing.assert_allclose(payload_b, ref_payload_b, rtol=1e-9, atol=1e-15)
     np.testing.assert_allclose(pose_b, ref_pose_b, rtol=1e-9, atol=1e-15)
     np.testing.assert_allclose(last.payload_cov - payload_b, chi2 * (ref[-1].payload_cov - ref_payload_b), rtol=1e-9)
-    np.testing.assert_allclose(last.pose_cov - pose_b, chi2 * (ref[-1].pose_cov - ref_pose_b), rtol=1e-9)
+
+    def odometry(e):  # the touch-downs' drift and the feet's rolling on x, y (noise.odometry_slip_time), not scaled
+        share = np.zeros((6, 6))
+        share[0, 0] = share[1, 1] = e.solve["odometry_drift_std"] ** 2 + e.solve["odometry_rolling_std"] ** 2
+        return share
+
+    assert last.solve["odometry_rolling_std"] == pytest.approx(ref[-1].solve["odometry_rolling_std"], rel=1e-6)
+    np.testing.assert_allclose(
+        last.pose_cov - pose_b - odometry(last), chi2 * (ref[-1].pose_cov - ref_pose_b - odometry(ref[-1])), rtol=1e-9
+    )
     np.testing.assert_allclose(last.theta_cov, ref[-1].theta_cov, rtol=1e-9, atol=1e-15)
     from mcoe_ros.multibody.measurements import ContactVelocity
 
