@@ -73,6 +73,7 @@ from mcoe_ros.apps.evaluate import (
     pose_nees,
     trajectory_errors,
 )
+from mcoe_ros.estimation.drift import horizontal_share
 from mcoe_ros.io.bag import iter_messages, time_ns_of
 from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.io.params import node_config
@@ -307,10 +308,8 @@ def nees_summary(good: list, pi_true: np.ndarray, odom: list) -> dict:
     def parts(e):
         bias = e.bias_cov or (np.zeros((6, 6)), None, np.zeros_like(e.payload_cov))
         pose_scale = e.solve.get("pose_cov_scale", e.solve.get("cov_scale", 1.0))
-        drift = np.zeros((6, 6))  # the touch-downs' horizontal drift (noise.odometry_slip_time), not scaled
-        drift[0, 0] = drift[1, 1] = (
-            e.solve.get("odometry_drift_std", 0.0) ** 2 + e.solve.get("odometry_rolling_std", 0.0) ** 2
-        )
+        # the touch-downs' drift and the feet's rolling (noise.odometry_slip_time), not scaled
+        drift = horizontal_share(e.solve.get("odometry_drift_std", 0.0), e.solve.get("odometry_rolling_std", 0.0))
         raw = ((e.pose_cov - bias[0] - drift) / pose_scale, (e.payload_cov - bias[2]) / e.solve.get("cov_scale", 1.0))
         return raw, (bias[0] + drift, bias[2]), max(e.solve.get("chi2_dof", 1.0), 1.0)
 

@@ -141,6 +141,7 @@ def test_estimator_with_robust_loss_and_calibration():
     auto backend falls back to the Python solver), estimates are finite, and 'residual' covariance scaling multiplies
     the published covariances by max(σ̂², floor) (before the IMU biases' and the odometry drift's shares are added) while
     the solver's own belief (theta_cov) is unscaled."""
+    from mcoe_ros.estimation.drift import horizontal_share
     from mcoe_ros.ocp.solver import MCOESolver
 
     out, est = _run_sample(
@@ -160,9 +161,7 @@ def test_estimator_with_robust_loss_and_calibration():
     np.testing.assert_allclose(last.payload_cov - payload_b, chi2 * (ref[-1].payload_cov - ref_payload_b), rtol=1e-9)
 
     def odometry(e):  # the touch-downs' drift and the feet's rolling on x, y (noise.odometry_slip_time), not scaled
-        share = np.zeros((6, 6))
-        share[0, 0] = share[1, 1] = e.solve["odometry_drift_std"] ** 2 + e.solve["odometry_rolling_std"] ** 2
-        return share
+        return horizontal_share(e.solve["odometry_drift_std"], e.solve["odometry_rolling_std"])
 
     assert last.solve["odometry_rolling_std"] == pytest.approx(ref[-1].solve["odometry_rolling_std"], rel=1e-6)
     np.testing.assert_allclose(

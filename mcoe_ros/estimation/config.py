@@ -68,7 +68,8 @@ class NoiseConfig:
     height_random_walk: float = 0.05  #: m/sqrt(s), leg-odometry height random walk (with foot_height > 0)
     #: s; each touch-down adds τ ‖v_foot‖ (the landing foot's speed) to the standard deviation of the published
     #: horizontal position, coherently over the run: the systematic drift of the touch-down transients
-    #: (:mod:`mcoe_ros.estimation.drift`, docs/realism.md session 14); 0 = the window's covariance only
+    #: (:mod:`mcoe_ros.estimation.drift`, docs/realism.md session 14); 0 = the window's covariance only (the feet's
+    #: rolling share of ``robot.foot_radius`` off as well)
     odometry_slip_time: float = 0.003
     process_model: str = "velocity"  #: one of PROCESS_NOISE_MODELS
     process_position: float = 1e-4  #: per grid step, m or rad (process_model 'full' only)

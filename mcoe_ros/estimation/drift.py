@@ -55,8 +55,17 @@ def relative_to_origin(pose_cov: np.ndarray, anchor_std: float) -> np.ndarray:
     return out
 
 
+def horizontal_share(drift_std: float, rolling_std: float) -> np.ndarray:
+    """The (6, 6) pose covariance share (odom axes) of the touch-downs' drift σ_drift and the feet's rolling σ_roll
+    (m): (σ_drift² + σ_roll²) on x and y, zero elsewhere (added after any covariance scaling)."""
+    out = np.zeros((6, 6))
+    out[0, 0] = out[1, 1] = drift_std**2 + rolling_std**2
+    return out
+
+
 class TouchdownDrift:
-    """σ_drift (m) of the touch-downs since the odometry origin (see module docstring).
+    """σ_drift (m) of the touch-downs since the odometry origin and σ_roll (m) of the stance feet's rolling (see module
+    docstring).
 
     robot: the estimator's model (foot frames); slip_time: τ s; held: the feet a knot's dynamics holds
     (:meth:`ProblemBuilder.held`); dt: the grid step s (knots are keyed by their grid index round(t / dt)).
@@ -159,9 +168,5 @@ class TouchdownDrift:
         return self.sigma
 
     def publish(self, pose_cov: np.ndarray) -> np.ndarray:
-        """The pose covariance (6, 6) with σ_drift² + σ_roll² added on x and y."""
-        out = pose_cov.copy()
-        share = self.sigma**2 + self.rolling**2
-        out[0, 0] += share
-        out[1, 1] += share
-        return out
+        """The pose covariance (6, 6) with :func:`horizontal_share` added."""
+        return pose_cov + horizontal_share(self.sigma, self.rolling)

@@ -401,8 +401,7 @@ class Estimator:
         running, terminal, inputs, prior, xs = self.builder.fresh_parts(
             knots, position, self.theta, self.theta_info, base
         )
-        if self.theta_sensitivity is not None:  # the belief's bias sensitivity (consider analysis) carries over
-            prior = prior.with_mean_sensitivity(self.theta_sensitivity)
+        prior = self._with_belief_sensitivity(prior)
         noise = self.builder.interval_noise(knots, len(running))
         if solver is None:
             solver = self._new_solver(running, terminal, inputs, prior, noise)
@@ -417,6 +416,13 @@ class Estimator:
             guess[:10] = self.param.parts[0].theta(self.rls_pi)
         solver.set_guess(xs, None, guess)
         return solver
+
+    def _with_belief_sensitivity(self, prior):
+        """A prior built from the payload belief with the belief's IMU-bias sensitivity (consider analysis) carried over
+        (:meth:`ArrivalPrior.with_mean_sensitivity`); unchanged without one."""
+        if self.theta_sensitivity is None:
+            return prior
+        return prior.with_mean_sensitivity(self.theta_sensitivity)
 
     def _new_solver(self, running, terminal, inputs, prior, noise) -> MCOESolver | compiled.CompiledSolver:
         """The configured solver backend on the problem of these models, inputs (N+1 (u, z)), arrival prior and
@@ -495,9 +501,7 @@ class Estimator:
                 if warming:  # not converged yet: the dropped knots' linearisation is not marginalised into the
                     # prior, the window keeps the prior of a problem built from scratch (warm-started)
                     prior = self.builder.arrival_prior(self.solver.xs[0], self.theta, self.theta_info)
-                    if self.theta_sensitivity is not None:
-                        prior = prior.with_mean_sensitivity(self.theta_sensitivity)
-                    self.solver.problem.prior = prior
+                    self.solver.problem.prior = self._with_belief_sensitivity(prior)
                 par = self.parameters
                 prior = self.solver.problem.prior
                 if par.bias_indices.size:  # sensor-bias random walk over the dropped knots' time
