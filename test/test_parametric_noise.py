@@ -27,7 +27,7 @@ from mcoe_ros.ocp.solver import MCOESolver, SolverOptions
 from mcoe_ros.ocp.state import StateVector
 from mcoe_ros.testing.data import first_estimates
 from mcoe_ros.testing.go1 import FEET, payload_pi, standing_state
-from mcoe_ros.testing.toy import dense_kkt_step
+from mcoe_ros.testing.toy import assert_matches_dense_kkt, dense_kkt_step
 
 DT = 0.01
 SIGMA_P = 1e-5  #: position measurement noise, m
@@ -189,16 +189,7 @@ def test_riccati_step_and_covariances_equal_the_dense_kkt_with_the_noise_theta_t
         kkt[ith, iw] += nd.Lwth.T
         kkt[ith, ith] += nd.Lthth
         rhs[ith] -= nd.lth
-    ref = np.linalg.solve(kkt, rhs)[:nvar]
-    sol = np.concatenate([solver.dx.reshape(-1), solver.dw.reshape(-1), step.dtheta])
-    assert np.abs(sol - ref).max() <= 1e-8 * np.abs(ref).max()
-    # covariance of (x_k, θ) = the matching block of the inverse dense Hessian (a Schur complement of the KKT)
-    cov_dense = np.linalg.inv(kkt)[:nvar, :nvar]
-    for k in (0, 3, n):
-        cov = solver.covariance(k)
-        idx = np.r_[np.arange(k * ndx, (k + 1) * ndx), nvar - 1]
-        ref_cov = cov_dense[np.ix_(idx, idx)]
-        assert np.abs(cov - ref_cov).max() <= 1e-6 * np.abs(ref_cov).max(), k
+    assert_matches_dense_kkt(solver, step, kkt, rhs, (0, 3, n))
 
 
 def test_converged_estimate_is_stationary_for_the_parameter_dependent_weights():

@@ -179,7 +179,7 @@ class ProblemBuilder:
             JointVelocity(robot, std=noise.joint_velocity),
             ImuAngularVelocity(robot, std=noise.gyro, bias=layout.gyro),
             ImuOrientation(robot, std=noise.orientation),
-            ImuSpecificForce(robot, std=noise.accelerometer, bias=layout.acc),
+            ImuSpecificForce(robot, std=noise.accelerometer, bias=layout.acc, realised=noise.accelerometer_realised),
         ]
         self.models = IntervalModelCache(
             robot,

@@ -60,6 +60,10 @@ class NoiseConfig:
     gyro: float = 0.02  #: rad/s
     orientation: float = 0.02  #: rad
     accelerometer: float = 0.3  #: m/s^2
+    #: the accelerometer measures the interval's realised acceleration a + n_v/dt (the model's plus the process noise
+    #: on the base velocity), not the model's a(x, τ̃; θ) alone: the noise the dynamics needs (torque noise, feet that
+    #: slide) is then seen by the IMU as well (Riccati cross terms, :mod:`mcoe_ros.ocp.interval`; Python solver only)
+    accelerometer_realised: bool = False
     foot_velocity: float = 0.02  #: stance-foot zero-velocity pseudo-measurement, m/s
     #: flat-ground base-height pseudo-measurement at the window's arrival knot (its stance feet on the ground plane
     #: z = dynamics.ground_height), m; bounds the height drift of soft feet sinking into the ground; 0 = off (stairs,

@@ -198,6 +198,12 @@ _TABLE: tuple[Param, ...] = (
     Param("noise.orientation", "estimator.noise.orientation", "IMU orientation noise, rad"),
     Param("noise.accelerometer", "estimator.noise.accelerometer", "accelerometer noise, m/s^2"),
     Param(
+        "noise.accelerometer_realised",
+        "estimator.noise.accelerometer_realised",
+        "the accelerometer measures the realised acceleration (model's plus process noise), not the model's alone"
+        " (Python solver only)",
+    ),
+    Param(
         "noise.foot_velocity",
         "estimator.noise.foot_velocity",
         "stance-foot zero-velocity pseudo-measurement (leg odometry), m/s",
@@ -686,6 +692,16 @@ def check_config(cfg: NodeConfig) -> NodeConfig:
         missing = [text for text, ok in why if not ok]
         if missing:
             raise ConfigError(f"parameter 'noise.joint_torque_weight' 'parametric' needs {', '.join(missing)}")
+    if cfg.estimator.noise.accelerometer_realised:
+        est = cfg.estimator
+        why = [
+            ("solver.backend auto or python (not compiled)", est.solver.backend != "compiled"),
+            ("dynamics.model rigid", est.dynamics.model == "rigid"),
+            ("robust.loss quadratic", est.robust.loss == "quadratic"),
+        ]
+        missing = [text for text, ok in why if not ok]
+        if missing:
+            raise ConfigError(f"parameter 'noise.accelerometer_realised' needs {', '.join(missing)}")
     if cfg.estimator.noise.contact_acceleration > 0.0:
         if cfg.estimator.solver.backend == "compiled":
             raise ConfigError(

@@ -108,6 +108,8 @@ def unsupported(model: MultibodyIntervalModel) -> str | None:
         return "impulse restitution"
     if dyn.robot.model.joints[1].nv != 6:
         return "fixed-base robot"
+    if model.noise_coupled:
+        return "accelerometer of the realised acceleration (noise.accelerometer_realised, Python reference only)"
     for meas in model.measurements:
         if _kind(meas) is None:
             return f"measurement {type(meas).__name__}"

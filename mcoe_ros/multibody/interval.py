@@ -81,6 +81,14 @@ class MultibodyIntervalModel(IntervalModel):
             nz, nr = nz + meas.nz, nr + meas.nr
         self.nz, self.nr = nz, nr
         self.consider_jacobian = imu_bias_jacobian(self.measurements, self.r_slices, nr)
+        #: rows of the realised-acceleration accelerometers (ImuSpecificForce(realised=True)): their residual depends
+        #: on the interval's velocity noise, Rw = -W (∂f/∂a) / dt on the velocity columns (mcoe_ros.ocp.interval)
+        self._realised = [
+            (i, rs)
+            for i, (m, rs) in enumerate(zip(self.measurements, self.r_slices, strict=True))
+            if getattr(m, "realised", False)
+        ]
+        self.noise_coupled = bool(self._realised)
         self.needs_kinematics = any(m.needs_kinematics for m in self.measurements)
         self.uses_acceleration = any(m.uses_acceleration for m in self.measurements)
 
@@ -122,6 +130,11 @@ class MultibodyIntervalModel(IntervalModel):
         self._kinematics(data, x, diff=True)
         for meas, md, zs in zip(self.measurements, data.meas, self.z_slices, strict=True):
             meas.calc_diff(md, data.collector, x, data.z[zs])
+        nv = self.state.nv
+        for i, rs in self._realised:
+            md = data.meas[i]
+            np.matmul(md.neg_W, md.dh_da, out=data.Rw[rs, nv:])
+            data.Rw[rs, nv:] /= self.dt
 
 
 #: consider parameters of the multibody interval models: b = (gyro bias (3,) rad/s, accelerometer bias (3,) m/s²),

@@ -283,13 +283,29 @@ class ImuSpecificForce(_Frame3):
     f = R^T (p_ddot - g) = a_classical_LOCAL - R^T g, with a = FD(x, u; pi) of the interval's dynamics
     (so Rp != 0); classical = spatial linear + omega x v_linear. Derivatives chain the frame
     acceleration derivatives with the dynamics' da_dx, da_dpi, dvdyn_dx, dvdyn_dpi.
+
+    ``realised``: the accelerometer measures the interval's realised acceleration a + n_v/dt (n_v the process noise
+    on the velocities, m/s per interval), not the model's a alone: calc_diff also fills ``md.dh_da`` (3, nv) = ∂f/∂a,
+    from which the interval model sets its noise coupling Rw (:mod:`mcoe_ros.ocp.interval`). For a frame on the
+    floating base ∂f/∂a is the constant motion transform of the base acceleration to the IMU.
     """
 
     needs_kinematics = True
     uses_acceleration = True
 
-    def __init__(self, robot: RobotModel, std=0.1, cov=None, frame_id: int | None = None, bias: slice | None = None):
+    def __init__(
+        self,
+        robot: RobotModel,
+        std=0.1,
+        cov=None,
+        frame_id: int | None = None,
+        bias: slice | None = None,
+        realised: bool = False,
+    ):
         super().__init__(robot, frame_id, std, cov, bias)
+        self.realised = bool(realised)
+        if self.realised and robot.model.frames[self.frame_id].parentJoint != 1:
+            raise ValueError("a realised-acceleration accelerometer must be on the floating base")
 
     def predict(self, md, c, x):
         kin = c.kin_acc
@@ -301,6 +317,7 @@ class ImuSpecificForce(_Frame3):
     def create_data(self, r, rx, rp):
         md = MeasurementData(self, r, rx, rp)
         md.cross = np.zeros((3, 6))  #: [[w]x, -[v]x]: d(w x v) = cross @ d(v, w)
+        md.dh_da = np.zeros((3, self.nv))  #: ∂f/∂a (realised only)
         return md
 
     def predict_diff(self, md, c, x):
@@ -315,6 +332,8 @@ class ImuSpecificForce(_Frame3):
         # d(w x v) = w x dv - v x dw; d(-R^T g)/dq = -[R^T g]x J_ang
         df_dq = a_dq[:3] + cross @ v_dq - pin.skew(gb) @ a_da[3:]
         df_dvd = a_dv[:3] + cross @ a_da
+        if self.realised:
+            md.dh_da[:] = a_da[:3]
         np.matmul(a_da[:3], dyn.da_dx, out=md.dh_dx)
         md.dh_dx[:, :nv] += df_dq
         np.matmul(a_da[:3], dyn.da_dpi, out=md.dh_dpi)

@@ -13,6 +13,11 @@ Models are shared (e.g. one per contact phase) and immutable; everything that ch
 measurements z, results, Jacobians) lives in the knot's :class:`IntervalData`, created once by ``create_data``.
 Jacobians are in tangent coordinates:
     f(x ⊕ dx; pi + dpi) ≈ f(x; pi) ⊕ (Fx dx + Fp dpi),      r(x ⊕ dx; pi + dpi) ≈ r + Rx dx + Rp dpi.
+
+A model with ``noise_coupled`` = True also has a residual that depends on the interval's process noise n (tangent
+coordinates of x_{k+1}, added after f), linearly: its whitened residual is r + Rw n with Rw (nr, ndx) constant (e.g. an
+accelerometer that measures the realised acceleration a + n_v/dt of the interval rather than the model's a). The model
+fills r and Rw; the problem adds Rw n (:mod:`mcoe_ros.ocp.problem`). The terminal knot has no noise: no coupling.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ class IntervalData:
     """Preallocated workspace of one knot's interval model. Subclasses add their own buffers.
 
     u (nu,) known input, z (nz,) measurement (both set by the problem builder), xnext (nx,) = f(x; pi | u),
-    r (nr,) whitened residual, Fx (ndx, ndx), Fp (ndx, npi), Rx (nr, ndx), Rp (nr, npi).
+    r (nr,) whitened residual, Fx (ndx, ndx), Fp (ndx, npi), Rx (nr, ndx), Rp (nr, npi), Rw (nr, ndx) = ∂r/∂n of a
+    noise-coupled model (zero otherwise).
     """
 
     def __init__(self, model: IntervalModel):
@@ -39,6 +45,7 @@ class IntervalData:
         self.Fp = np.zeros((ndx, npi))
         self.Rx = np.zeros((nr, ndx))
         self.Rp = np.zeros((nr, npi))
+        self.Rw = np.zeros((nr, ndx))
 
 
 class IntervalModel(ABC):
@@ -57,6 +64,8 @@ class IntervalModel(ABC):
     #: estimated (e.g. the IMU biases), whose uncertainty the solver's consider analysis adds to the covariance
     #: (:meth:`mcoe_ros.ocp.solver.MCOESolver.terminal_covariance`); None = the residual does not depend on them
     consider_jacobian: np.ndarray | None = None
+    #: the residual depends on the interval's process noise through ``data.Rw`` (see the module docstring)
+    noise_coupled: bool = False
 
     def create_data(self) -> IntervalData:
         return IntervalData(self)

@@ -6,7 +6,8 @@ coordinates ``noise_dims``, all ndx of them by default) and parameters theta wit
 
     ½ eᵀ H e + gᵀ e            arrival prior, e = (x_0 ⊖ x̄_0, theta − θ̄)   (:class:`ArrivalPrior`)
   + Σ_k ½ w_kᵀ W_k w_k         process noise, W_k = Σ_w^{-1} (W_k(θ) with a parametric noise model, below)
-  + Σ_{k=0..N} ½ ‖r_k‖²        whitened measurement residuals of the interval models (terminal knot N included)
+  + Σ_{k=0..N} ½ ‖r_k‖²        whitened measurement residuals of the interval models (terminal knot N included;
+                               r_k + Rw_k w_k for a noise-coupled model, :mod:`mcoe_ros.ocp.interval`)
 
 subject to the dynamics x_{k+1} = f_k(x_k; pi | u_k) ⊕ G w_k, written as a zero *gap*
     c_k = (f_k(x_k) ⊕ G w_k) ⊖ x_{k+1} = difference(x_{k+1}, integrate(f_k, G w_k)),
@@ -280,6 +281,9 @@ class Knot:
         self.gap = np.zeros(ndx)
         self.fbar = np.zeros(ndx)
         self.y = np.zeros(model.state.nx)
+        #: (nr, nw) ∂r/∂w of a noise-coupled model (:mod:`mcoe_ros.ocp.interval`), set at each linearisation; None:
+        #: the residual does not depend on the noise
+        self.Rw: np.ndarray | None = np.zeros((nr, nw)) if model.noise_coupled else None
         self.dW: np.ndarray | None = None
         self.lth = np.zeros(ntheta)
         self.Lwth = np.zeros((nw, ntheta))
@@ -299,6 +303,11 @@ class Knot:
         self.lth[:] = g.T @ y
         self.Lwth[:] = solve_triangular(chol, g, lower=True, trans="T")  # Sᵀ G
         self.Lthth[:] = g.T @ g
+
+    @property
+    def coupled(self) -> bool:
+        """The knot's residual depends on its interval's noise (a noise-coupled running model)."""
+        return self.Rw is not None and not self.terminal
 
     @staticmethod
     def _sqrt(info: np.ndarray) -> np.ndarray:
@@ -380,6 +389,8 @@ class EstimationProblem:
         self._eye = np.eye(self.ndx)
 
     def _knot(self, model: IntervalModel, noise_info, terminal: bool) -> Knot:
+        if model.noise_coupled and self.robust is not None:
+            raise ValueError("a noise-coupled interval model needs quadratic costs (no robust cost)")
         knot = Knot(model, self.ndx, self.ntheta, noise_info, terminal, self.nw)
         if self.robust is not None:
             knot.W_quad = knot.W.copy()
@@ -425,6 +436,12 @@ class EstimationProblem:
             cost += 0.5 * float(w @ np.tensordot(dtheta, nd.dW, axes=1) @ w)
         return cost
 
+    def add_noise_share(self, k: int, r: np.ndarray, w: np.ndarray) -> None:
+        """r += Rw w in place: the noise share of knot k's residual (noise-coupled knots; nothing otherwise)."""
+        nd = self.knots[k]
+        if nd.coupled:
+            r += nd.Rw @ w
+
     def measurement_cost(self, k: int, r: np.ndarray) -> float:
         """Measurement cost of knot k's whitened residual r (nr,): ½ ‖r‖² (robust: ½ Σ ρ over its groups)."""
         if self.robust is not None:
@@ -459,6 +476,9 @@ class EstimationProblem:
         nd = self.knots[k]
         d = nd.data
         nd.model.calc_diff(d, x, self.pi)
+        if nd.coupled:
+            nd.Rw[:] = d.Rw[:, self.noise_dims]
+            d.r += nd.Rw @ w
         np.matmul(d.Rp, self.dpi, out=nd.Rth)
         if self.robust is None:
             cost = 0.5 * float(d.r @ d.r)

@@ -4,7 +4,9 @@ Gauss–Newton throughout: the Hessians keep only first-derivative products, i.e
 V'_x·f_xθ, V'_x·f_θθ of eq. (21) (dynamics curvature, including that of the manifold retraction) and the residual
 curvature Σ r_i ∇²r_i of the measurements are dropped. Hence ℓ_xx = Rxᵀ Rx, ℓ_xθ = Rxᵀ Rθ, ℓ_θθ = Rθᵀ Rθ,
 ℓ_ww = W and ℓ_xw = 0; ℓ_wθ = 0 too, unless the noise cost depends on θ (a parametric noise model, see
-:mod:`mcoe_ros.ocp.problem`: then the knot's ℓ_θ, ℓ_wθ = L_wθ and ℓ_θθ = L_θθ join Q_θ, Q_wθ and Q_θθ).
+:mod:`mcoe_ros.ocp.problem`: then the knot's ℓ_θ, ℓ_wθ = L_wθ and ℓ_θθ = L_θθ join Q_θ, Q_wθ and Q_θθ). A
+noise-coupled knot (residual r + Rw w, :mod:`mcoe_ros.ocp.interval`) adds ℓ_w += Rwᵀ r, ℓ_ww += Rwᵀ Rw,
+ℓ_xw = Rxᵀ Rw and ℓ_wθ += Rwᵀ Rθ (r there includes Rw w).
 
 Recursion (knot k, primes = knot k+1, linearised dynamics δx' = f̄ + A δx + B δw + C δθ, see
 :mod:`mcoe_ros.ocp.problem`):
@@ -89,6 +91,12 @@ def backward_pass(problem: EstimationProblem, ws: list[np.ndarray], reg: float, 
         qwth = bt @ vc
         cv = nd.C.T @ vxth
         qthth = nd.Rth.T @ nd.Rth + vf.Vthth[k + 1] + cv + cv.T + nd.C.T @ (vxx @ nd.C)
+        if nd.coupled:  # the residual r + Rw w depends on the noise: ℓ_w, ℓ_ww, ℓ_xw, ℓ_wθ
+            rw = nd.Rw
+            qw += rw.T @ d.r
+            qww += rw.T @ rw
+            qxw += d.Rx.T @ rw
+            qwth += rw.T @ nd.Rth
         if nd.dW is not None:  # parametric noise: the noise cost's θ terms
             qth += nd.lth
             qwth += nd.Lwth

@@ -214,11 +214,14 @@ class MCOESolver:
         for k, nd in enumerate(knots):
             d = nd.data
             v = d.Rx @ dx[k] + nd.Rth @ dth
+            if not nd.terminal:
+                dw[k] = -(vf.k[k] + vf.K[k] @ dx[k] + vf.P[k] @ dth)
+                if nd.coupled:
+                    v += nd.Rw @ dw[k]
             d1 += float(d.r @ v)
             d2 += float(v @ v)
             if nd.terminal:
                 break
-            dw[k] = -(vf.k[k] + vf.K[k] @ dx[k] + vf.P[k] @ dth)
             wdw = nd.W @ dw[k]
             d1 += float(self.ws[k] @ wdw)
             d2 += float(dw[k] @ wdw)
@@ -250,14 +253,16 @@ class MCOESolver:
         for k, nd in enumerate(knots):
             t = nd.trial
             nd.model.calc(t, xt[k], pi)
-            cost += p.measurement_cost(k, t.r)
             if nd.terminal:
+                cost += p.measurement_cost(k, t.r)
                 break
             if mode == "multiple":
                 wt[k][:] = ws[k] + alpha * self.dw[k]
             else:
                 dxk = state.difference(xs[k], xt[k])
                 wt[k][:] = ws[k] - alpha * (vf.k[k] + vf.P[k] @ self.dtheta) - vf.K[k] @ dxk
+            p.add_noise_share(k, t.r, wt[k])
+            cost += p.measurement_cost(k, t.r)
             cost += p.noise_cost(k, wt[k], alpha * self.dtheta)
             y = state.integrate(t.xnext, p.noise_tangent(wt[k]))
             if mode == "multiple":
@@ -430,7 +435,8 @@ class MCOESolver:
           1. add knot j's measurement: H += [Rx Rθ]ᵀ[Rx Rθ], g += [Rx Rθ]ᵀ r;
           2. add its noise with δw_j = B⁻¹(δx_{j+1} − f̄ − A δx_j − C δθ) (the linearised dynamics):
              w_j + δw_j = c0 + M z, z = (δx_j, δθ, δx_{j+1}), M = [−B⁻¹A, −B⁻¹C, B⁻¹], c0 = w_j − B⁻¹ f̄,
-             H_z = pad(H) + Mᵀ W M, g_z = pad(g) + Mᵀ W c0;
+             H_z = pad(H) + Mᵀ W M, g_z = pad(g) + Mᵀ W c0 (a noise-coupled knot's measurement, r + Rw δw + ...,
+             is added here instead of in step 1, with δw substituted);
           3. eliminate δx_j by the Schur complement: H ← H_rr − H_rx H_xx⁻¹ H_xr, g ← g_r − H_rx H_xx⁻¹ g_x.
         With noise on some coordinates only (B = G not invertible), steps 2-3 eliminate the noiseless coordinates
         through the transition's constraint rows instead (:meth:`_marginalize_knot_partial`).
@@ -455,14 +461,15 @@ class MCOESolver:
                 p.linearize_knot(j, xs[j], xs[j + 1], ws[j])
             d = nd.data
             jr = np.hstack([d.Rx, nd.Rth])
-            h = h + jr.T @ jr
-            g = g + jr.T @ d.r
-            if nb:
-                sens = sens + self._consider_gradient(nd, jr)
+            if not nd.coupled:  # a coupled knot's measurement joins its noise step (it depends on δw)
+                h = h + jr.T @ jr
+                g = g + jr.T @ d.r
+                if nb:
+                    sens = sens + self._consider_gradient(nd, jr)
             if p.full_noise:
-                h, g, sens = self._marginalize_knot(nd, ws[j], h, g, sens)
+                h, g, sens = self._marginalize_knot(nd, ws[j], h, g, sens, jr)
             else:
-                h, g, sens = self._marginalize_knot_partial(nd, ws[j], h, g, sens)
+                h, g, sens = self._marginalize_knot_partial(nd, ws[j], h, g, sens, jr)
         return ArrivalPrior(xs[k].copy(), theta.copy(), 0.5 * (h + h.T), g, sens)
 
     def _consider_gradient(self, nd, jr: np.ndarray) -> np.ndarray:
@@ -493,7 +500,13 @@ class MCOESolver:
         return cov
 
     def _marginalize_knot(
-        self, nd, w: np.ndarray, h: np.ndarray, g: np.ndarray, sens: np.ndarray | None = None
+        self,
+        nd,
+        w: np.ndarray,
+        h: np.ndarray,
+        g: np.ndarray,
+        sens: np.ndarray | None = None,
+        jr: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """Full noise (B invertible): δw = B⁻¹(δx' − f̄ − A δx − C δθ), then eliminate δx (see marginal_prior).
         ``sens`` (ndx + ntheta, nb): ∂g/∂b, mapped as g without its constant terms (None: not propagated)."""
@@ -509,11 +522,15 @@ class MCOESolver:
         gz[:n] += g
         if nd.dW is not None:  # parametric noise: δw = (c0 - w) + M z, δθ = z[ndx:n]
             _add_noise_parameter_terms(nd, m, c0 - w, slice(ndx, n), hz, gz)
-        hxx, hxr, hrr = hz[:ndx, :ndx], hz[:ndx, ndx:], hz[ndx:, ndx:]
         sz = None
         if sens is not None:
             sz = np.zeros((hz.shape[0], sens.shape[1]))
             sz[:n] = sens
+        if nd.coupled:  # the measurement r + [Rx Rθ] z[:n] + Rw δw
+            jz = nd.Rw @ m
+            jz[:, :n] += jr
+            self._add_coupled_measurement(nd, jz, nd.data.r + nd.Rw @ (c0 - w), hz, gz, sz)
+        hxx, hxr, hrr = hz[:ndx, :ndx], hz[:ndx, ndx:], hz[ndx:, ndx:]
         sol = np.linalg.solve(hxx, np.column_stack([gz[:ndx], hxr] + ([] if sz is None else [sz[:ndx]])))
         m = hxr.shape[1]
         hr = hrr - hxr.T @ sol[:, 1 : 1 + m]
@@ -523,8 +540,23 @@ class MCOESolver:
         sr = None if sz is None else (sz[ndx:] - hxr.T @ sol[:, 1 + m :])[perm]
         return hr[np.ix_(perm, perm)], gr[perm], sr
 
+    def _add_coupled_measurement(self, nd, jy, r0, hy, gy, sy) -> None:
+        """Add a noise-coupled knot's linearised measurement r0 + jy y to a quadratic in y (in place), and its consider
+        gradient jyᵀ ∂r/∂b to ``sy`` (when not None)."""
+        hy += jy.T @ jy
+        gy += jy.T @ r0
+        cj = getattr(nd.model, "consider_jacobian", None)
+        if sy is not None and cj is not None:
+            sy += jy.T @ cj
+
     def _marginalize_knot_partial(
-        self, nd, w: np.ndarray, h: np.ndarray, g: np.ndarray, sens: np.ndarray | None = None
+        self,
+        nd,
+        w: np.ndarray,
+        h: np.ndarray,
+        g: np.ndarray,
+        sens: np.ndarray | None = None,
+        jr: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """Noise on the coordinates S only (B = G): the other rows Q of the transition are constraints.
 
@@ -561,8 +593,10 @@ class MCOESolver:
         gy = z.T @ (g + h @ z0) + wm.T @ (w + m0)
         if nd.dW is not None:  # parametric noise: δw = m0 + mw y, δθ = y[ns:ns + nth]
             _add_noise_parameter_terms(nd, mw, m0, slice(ns, ns + nth), hy, gy)
-        huu, hur, hrr = hy[:ns, :ns], hy[:ns, ns:], hy[ns:, ns:]
         sy = None if sens is None else z.T @ sens
+        if nd.coupled:  # the measurement r + [Rx Rθ] (z0 + z y) + Rw δw
+            self._add_coupled_measurement(nd, jr @ z + nd.Rw @ mw, nd.data.r + jr @ z0 + nd.Rw @ m0, hy, gy, sy)
+        huu, hur, hrr = hy[:ns, :ns], hy[:ns, ns:], hy[ns:, ns:]
         sol = np.linalg.solve(huu, np.column_stack([gy[:ns], hur] + ([] if sy is None else [sy[:ns]])))
         mr = hur.shape[1]
         hr = hrr - hur.T @ sol[:, 1 : 1 + mr]

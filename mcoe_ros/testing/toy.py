@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pinocchio as pin
 from scipy.linalg import block_diag
@@ -202,7 +204,8 @@ def dense_kkt_step(prob: EstimationProblem, xs, ws, theta) -> tuple[list, list, 
     manifold Jacobians only (independent of the Riccati code).
 
     Variables d = (δx_0..δx_N, δw_0..δw_{N-1}, δθ); constraints c_k + Jd0 δx_{k+1} + Jd1 Jint0 (Fx δx_k +
-    Fp dpi δθ) + Jd1 Jint1 G δw_k = 0 (G = problem.noise_map). Returns (dxs, dws, dθ, (KKT matrix, rhs))."""
+    Fp dpi δθ) + Jd1 Jint1 G δw_k = 0 (G = problem.noise_map); a noise-coupled model's residual is r + Rw G w_k.
+    Returns (dxs, dws, dθ, (KKT matrix, rhs))."""
     st = prob.state
     n, ndx, nth = prob.N, prob.ndx, prob.ntheta
     pi = prob.param.pi(theta)
@@ -229,8 +232,12 @@ def dense_kkt_step(prob: EstimationProblem, xs, ws, theta) -> tuple[list, list, 
         jr = np.zeros((nd.model.nr, nv))
         jr[:, ix(k)] = d.Rx
         jr[:, ith] = d.Rp @ dpi
+        r = d.r
+        if nd.model.noise_coupled and k < n:  # residual r + Rw G w (ocp.interval)
+            jr[:, iw(k)] = d.Rw @ gmap
+            r = r + d.Rw @ gmap @ ws[k]
         hess += jr.T @ jr
-        grad += jr.T @ d.r
+        grad += jr.T @ r
         if k == n:
             break
         hess[iw(k), iw(k)] += nd.W
@@ -253,6 +260,24 @@ def dense_kkt_step(prob: EstimationProblem, xs, ws, theta) -> tuple[list, list, 
     dxs = [sol[ix(k)] for k in range(n + 1)]
     dws = [sol[iw(k)] for k in range(n)]
     return dxs, dws, sol[ith], (kkt, rhs)
+
+
+def assert_matches_dense_kkt(solver, step, kkt: np.ndarray, rhs: np.ndarray, knots: Sequence[int]) -> None:
+    """The solver's direction (after ``compute_direction``; ``step`` its arrival step) equals the dense KKT solution,
+    and its covariances of (x_k, θ) for ``knots`` equal the matching blocks of the inverse dense Hessian (a Schur
+    complement of the KKT). Single-parameter problems (θ = the last variable)."""
+    prob = solver.problem
+    n, ndx, nw = prob.N, prob.ndx, prob.nw
+    nvar = (n + 1) * ndx + n * nw + prob.ntheta
+    ref = np.linalg.solve(kkt, rhs)[:nvar]
+    sol = np.concatenate([solver.dx.reshape(-1), solver.dw.reshape(-1), step.dtheta])
+    assert np.abs(sol - ref).max() <= 1e-8 * np.abs(ref).max()
+    cov_dense = np.linalg.inv(kkt)[:nvar, :nvar]
+    for k in knots:
+        cov = solver.covariance(k)
+        idx = np.r_[np.arange(k * ndx, (k + 1) * ndx), nvar - 1]
+        ref_cov = cov_dense[np.ix_(idx, idx)]
+        assert np.abs(cov - ref_cov).max() <= 1e-6 * np.abs(ref_cov).max(), k
 
 
 def lsq_residuals(prob: EstimationProblem, xref: list[np.ndarray]):
