@@ -9,6 +9,7 @@ directions amplify the marginal prior's second-order terms)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from mcoe_ros.multibody.interval import imu_bias_jacobian
 from mcoe_ros.multibody.measurements import ImuAngularVelocity, ImuSpecificForce, default_measurements
@@ -65,15 +66,18 @@ def test_imu_bias_jacobian_rows():
     assert imu_bias_jacobian(meas[:2], slices[:2], slices[1].stop) is None  # encoders only
 
 
-def test_consider_sensitivity_equals_finite_differences_of_the_solution():
+@pytest.mark.parametrize("realised", [False, True], ids=["model-accelerometer", "realised-accelerometer"])
+def test_consider_sensitivity_equals_finite_differences_of_the_solution(realised):
+    """Also with the accelerometer of the realised acceleration, whose residual depends on the process noise."""
     n = 12
-    prob0, xs_true, pi_true = go1_velocity_window(n, seed=3, noise=0.0, info_theta=1.0)
+    prob0, xs_true, pi_true = go1_velocity_window(n, seed=3, noise=0.0, info_theta=1.0, realised=realised)
+    assert all(k.coupled for k in prob0.knots[:-1]) == realised
     zs = [k.data.z.copy() for k in prob0.knots]
     offsets = _bias_offsets(prob0.knots[0].model)
     theta0 = prob0.param.theta(pi_true)
 
     def build():
-        prob, _, _ = go1_velocity_window(n, seed=3, noise=0.0, info_theta=1.0)
+        prob, _, _ = go1_velocity_window(n, seed=3, noise=0.0, info_theta=1.0, realised=realised)
         return MCOESolver(prob, OPTIONS)
 
     def solve(solver, b):
@@ -94,12 +98,13 @@ def test_consider_sensitivity_equals_finite_differences_of_the_solution():
     assert np.abs(ref[:, 3:]).max() > 0.0  # the accelerometer moves the estimate
 
 
-def test_consider_sensitivity_is_carried_across_a_shift():
+@pytest.mark.parametrize("realised", [False, True], ids=["model-accelerometer", "realised-accelerometer"])
+def test_consider_sensitivity_is_carried_across_a_shift(realised):
     """A 12-interval window solved, shifted by 6 (the dropped knots marginalised into the prior with their
     sensitivity, 6 recorded knots appended) and solved again: its S against re-solving both stages with offset
-    readings in every knot."""
+    readings in every knot (also with noise-coupled knots, whose measurement joins their noise step)."""
     n, k = 12, 6
-    full, xs_true, pi_true = go1_velocity_window(n + k, seed=5, noise=0.0, info_theta=1.0)
+    full, xs_true, pi_true = go1_velocity_window(n + k, seed=5, noise=0.0, info_theta=1.0, realised=realised)
     zs = [kn.data.z.copy() for kn in full.knots]
     us = [kn.data.u.copy() for kn in full.knots]
     model = full.knots[0].model
@@ -108,7 +113,7 @@ def test_consider_sensitivity_is_carried_across_a_shift():
 
     def run(b):
         # the first n + 1 knots of the same recording
-        prob, _, _ = go1_velocity_window(n, seed=5, noise=0.0, info_theta=1.0)
+        prob, _, _ = go1_velocity_window(n, seed=5, noise=0.0, info_theta=1.0, realised=realised)
         for j in range(n + 1):
             prob.set_knot(j, z=zs[j] + offsets @ b)
         solver = MCOESolver(prob, OPTIONS)

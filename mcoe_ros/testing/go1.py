@@ -7,7 +7,7 @@ import pinocchio as pin
 
 from mcoe_ros.multibody.inertia import make_parametrization, pi_from_com
 from mcoe_ros.multibody.interval import MultibodyIntervalModel
-from mcoe_ros.multibody.measurements import default_measurements
+from mcoe_ros.multibody.measurements import ImuSpecificForce, default_measurements
 from mcoe_ros.multibody.robot import RobotModel
 from mcoe_ros.ocp.problem import ArrivalPrior, EstimationProblem
 from mcoe_ros.testing.windows import rollout
@@ -48,15 +48,20 @@ def go1_window(
     info_x0: float = 1e6,
     info_w: float = 1e8,
     noise: float = 0.0,
+    realised: bool = False,
 ):
     """4-contact Go1 window with exact dynamics: returns (problem, true xs, true payload pi, interval model).
+    ``realised``: the accelerometer of the realised acceleration (noise-coupled, ``ImuSpecificForce(realised=True)``).
 
     Torques: smooth random excitation around a standing posture; arrival prior at the true x_0 (information
     ``info_x0``), no parameter prior. Measurements are noise-free unless ``noise`` > 0: then every Euclidean
     measurement gets Gaussian noise of ``noise`` times its model standard deviation (orientation stays exact)."""
     rng = np.random.default_rng(seed)
     robot = RobotModel()
-    model = MultibodyIntervalModel(robot, FEET, dt, default_measurements(robot))
+    meas = default_measurements(robot)
+    if realised:  # the same default noise level
+        meas = [ImuSpecificForce(robot, realised=True) if isinstance(m, ImuSpecificForce) else m for m in meas]
+    model = MultibodyIntervalModel(robot, FEET, dt, meas)
     pi_true = payload_pi(spherical)
     x = standing_state(robot, rng)
     amp = 4.0 * rng.standard_normal(robot.nj)
@@ -77,11 +82,13 @@ def go1_window(
     return prob, xs, pi_true, model
 
 
-def go1_velocity_window(n: int, seed: int = 0, noise: float = 1.0, info_w: float = 1e4, info_theta: float = 1e-2):
+def go1_velocity_window(
+    n: int, seed: int = 0, noise: float = 1.0, info_w: float = 1e4, info_theta: float = 1e-2, realised: bool = False
+):
     """:func:`go1_window`'s data as the estimator's problem: process noise on the velocities only (information
     ``info_w`` per velocity), a weak parameter prior (``info_theta``) at the true payload.
     Returns (problem, true xs, true payload pi)."""
-    prob, xs, pi_true, model = go1_window(n, seed=seed, noise=noise)
+    prob, xs, pi_true, model = go1_window(n, seed=seed, noise=noise, realised=realised)
     nv = model.state.nv
     prior = ArrivalPrior.independent(xs[0], 1e6, model.state.ndx, prob.param.theta(pi_true), info_theta)
     vel = EstimationProblem([model] * n, model, prior, prob.param, np.full(nv, info_w), np.arange(nv, 2 * nv))
