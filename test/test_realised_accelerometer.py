@@ -4,7 +4,8 @@
   backward value function) equal the dense Gauss–Newton KKT of the same problem (velocity-only and full noise), and
   the converged estimate is a stationary point of the cost evaluated independently of the solver;
 * the Go1 interval model's Rw = −W (∂f/∂a) / dt against finite differences of the specific force in the acceleration;
-* the estimator with the option runs the Python solver (the compiled backend has no coupling) and says why;
+* the estimator with the option runs the Python solver (the compiled backend has no coupling) and says why; the
+  coupling only on the intervals whose first knot has every foot down for ``noise.realised_standing_time``;
 * errors in variables on a point mass with a noisy reported force: only the realised accelerometer together with the
   parametric torque-noise weight estimates the mass without bias.
 """
@@ -15,6 +16,9 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
+from mcoe_ros.estimation.config import EstimatorConfig, NoiseConfig
+from mcoe_ros.estimation.estimator import Estimator
+from mcoe_ros.estimation.window import GridKnot
 from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.io.params import ConfigError, node_config
 from mcoe_ros.multibody import compiled
@@ -218,7 +222,13 @@ def test_estimator_with_the_realised_accelerometer_runs_the_python_solver():
     for extra, text in bad:
         with pytest.raises(ConfigError, match=f"noise.accelerometer_realised.*{text}"):
             node_config({**base, **extra})
-    over = {**base, "noise.joint_torque_weight": "parametric", "estimator.window": 0.06, "estimator.tick_period": 0.02}
+    over = {
+        **base,
+        "noise.realised_standing_time": 0.0,  # every interval (the gate: test_realised_accelerometer_only_standing)
+        "noise.joint_torque_weight": "parametric",
+        "estimator.window": 0.06,
+        "estimator.tick_period": 0.02,
+    }
     feed = SensorFeed(node_config(over))
     out = first_estimates(feed, 3)
     est = feed.estimator
@@ -227,6 +237,50 @@ def test_estimator_with_the_realised_accelerometer_runs_the_python_solver():
     assert all(k.coupled for k in knots[:-1]) and not knots[-1].coupled
     assert all(np.any(k.Rw) for k in knots[:-1])
     assert "realised" in compiled.unsupported(knots[0].model)
+
+
+def test_realised_accelerometer_only_standing():
+    """noise.realised_standing_time (default 0.1 s): an interval has the realised accelerometer only when its first
+    knot has every foot down for that long (stance times; its contacts without them), whatever the other flags; the
+    models are those of the plain cache otherwise (same contact set, same pseudo-measurements); 0 = every interval;
+    off by default, and the option alone makes 'auto' take the Python solver even on a window with no coupled
+    interval yet (a shift may bring one)."""
+    assert (
+        EstimatorConfig().noise.realised_standing_time == 0.1
+        and EstimatorConfig().noise.accelerometer_realised is False
+    )
+    feet4 = (True,) * 4
+    flags = [feet4] * 12
+    flags[3] = (True, False, True, True)  # a foot in the air
+    knots = [GridKnot(0.002 * i, None, None, f, np.zeros((4, 3))) for i, f in enumerate(flags)]
+    for kn in knots:
+        kn.stance_time = tuple(0.0 if not c else 0.2 for c in kn.contacts)
+    knots[4].stance_time = (0.2, 0.0, 0.2, 0.2)  # it has just landed
+    knots[5].stance_time = (0.2, 0.05, 0.2, 0.2)
+    knots[6].stance_time = (0.2, 0.1, 0.2, 0.2)  # down for exactly the standing time
+    knots[8].settled = (True, False, True, True)  # down long enough though not loaded: coupled
+    knots[10].stance_time = None  # not known: its contacts
+    builder = Estimator(EstimatorConfig(noise=NoiseConfig(accelerometer_realised=True))).builder
+    running, terminal = builder.phase_models(knots, None)
+    assert [i for i, m in enumerate(running) if not m.noise_coupled] == [3, 4, 5]
+    assert not terminal.noise_coupled
+    plain = Estimator(EstimatorConfig()).builder
+    assert plain.realised_models is None
+    ref, _ = plain.phase_models(knots, None)
+    for m, r in zip(running, ref, strict=True):
+        assert (m.contacts, m.impulse, len(m.measurements)) == (r.contacts, r.impulse, len(r.measurements))
+    always = Estimator(EstimatorConfig(noise=NoiseConfig(accelerometer_realised=True, realised_standing_time=0.0)))
+    assert all(m.noise_coupled for m in always.builder.phase_models(knots, None)[0])
+    assert node_config({"noise.realised_standing_time": 0.3}).estimator.noise.realised_standing_time == 0.3
+    with pytest.raises(ConfigError, match="noise.realised_standing_time"):
+        node_config({"noise.realised_standing_time": -0.1})
+    # a window that starts with no foot down long enough: still the Python solver
+    over = {"noise.accelerometer_realised": True, "noise.realised_standing_time": 5.0, "estimator.window": 0.06}
+    feed = SensorFeed(node_config({**over, "estimator.tick_period": 0.02}))
+    first_estimates(feed, 2)
+    est = feed.estimator
+    assert type(est.solver).__name__ == "MCOESolver"
+    assert not any(k.coupled for k in est.solver.problem.knots)
 
 
 def _eiv_mass(coupled: bool, parametric: bool, seed: int, n: int = 300, sigma_u: float = 1.0) -> float:

@@ -179,17 +179,24 @@ class ProblemBuilder:
             JointVelocity(robot, std=noise.joint_velocity),
             ImuAngularVelocity(robot, std=noise.gyro, bias=layout.gyro),
             ImuOrientation(robot, std=noise.orientation),
-            ImuSpecificForce(robot, std=noise.accelerometer, bias=layout.acc, realised=noise.accelerometer_realised),
+            ImuSpecificForce(robot, std=noise.accelerometer, bias=layout.acc),
         ]
-        self.models = IntervalModelCache(
-            robot,
-            config.grid.dt,
-            measurements,
+        cache_options = dict(
             foot_velocity_std=noise.foot_velocity,
             actuator=parameters.actuator,
             layout=layout,
             **soft_contact_options(config),
         )
+        self.models = IntervalModelCache(robot, config.grid.dt, measurements, **cache_options)
+        #: models whose accelerometer measures the realised acceleration (noise.accelerometer_realised; None: off),
+        #: on the intervals whose first knot has every foot down for ``realised_standing_time`` s
+        self.realised_models: IntervalModelCache | None = None
+        self.realised_standing_time = noise.realised_standing_time
+        if noise.accelerometer_realised:
+            realised = measurements[:-1] + [
+                ImuSpecificForce(robot, std=noise.accelerometer, bias=layout.acc, realised=True)
+            ]
+            self.realised_models = IntervalModelCache(robot, config.grid.dt, realised, **cache_options)
         nv = robot.nv
         #: process-noise coordinates (None: all), information W (diagonal) and initial arrival information
         self.noise_model = None
@@ -261,9 +268,11 @@ class ProblemBuilder:
         contacts: Sequence[bool],
         prev_contacts: Sequence[bool] | None,
         settled: Sequence[bool] | None = None,
+        realised: bool = False,
     ) -> MultibodyIntervalModel:
         """Model of a knot with contact flags ``contacts`` after a knot with ``prev_contacts`` (None: no impulse);
-        only the ``settled`` stance feet (None: all) get the zero-velocity pseudo-measurement."""
+        only the ``settled`` stance feet (None: all) get the zero-velocity pseudo-measurement; ``realised``: its
+        accelerometer measures the realised acceleration (with ``noise.accelerometer_realised`` only)."""
         feet = self.robot.foot_names
         stance = tuple(f for f, c in zip(feet, contacts, strict=True) if c)
         landing = (
@@ -273,7 +282,17 @@ class ProblemBuilder:
         )
         quiet = set(feet) if settled is None else {f for f, s in zip(feet, settled, strict=True) if s}
         measured = tuple(f for f in stance if f not in landing and f in quiet)
-        return self.models[stance, stance if landing and self.impulse else (), measured]
+        models = self.realised_models if realised and self.realised_models is not None else self.models
+        return models[stance, stance if landing and self.impulse else (), measured]
+
+    def realised(self, knot: GridKnot) -> bool:
+        """Whether the interval from ``knot`` has the realised-acceleration accelerometer: with
+        ``noise.accelerometer_realised``, when every foot has been down for ``noise.realised_standing_time`` (0:
+        always). Where the process noise also carries the rigid contacts' errors (feet that land, sink, roll and lift
+        in a gait) the accelerometer, bound to it, would pass them to the payload (docs/realism.md, sessions 15-16)."""
+        if self.realised_models is None:
+            return False
+        return self.realised_standing_time <= 0.0 or all(knot.down_for(self.realised_standing_time))
 
     def phase_models(
         self, knots: Sequence[GridKnot], prev_contacts: Sequence[bool] | None
@@ -289,7 +308,7 @@ class ProblemBuilder:
             held = self.held(knots[i + 1] if knot.detector_start else knot)
             if knot.detector_start:  # the impulse of its stance feet
                 prev_contacts = (False,) * len(held)
-            running.append(self.interval_model(held, prev_contacts, knot.measured))
+            running.append(self.interval_model(held, prev_contacts, knot.measured, self.realised(knot)))
             prev_contacts = held
         return running, self.interval_model(self.held(knots[-1]), None, knots[-1].measured)
 

@@ -64,6 +64,10 @@ class NoiseConfig:
     #: on the base velocity), not the model's a(x, τ̃; θ) alone: the noise the dynamics needs (torque noise, feet that
     #: slide) is then seen by the IMU as well (Riccati cross terms, :mod:`mcoe_ros.ocp.interval`; Python solver only)
     accelerometer_realised: bool = False
+    #: s; the realised accelerometer only on intervals whose first knot has every foot down for at least this long
+    #: (standing, swaying: the process noise is the torque noise's), the model's acceleration elsewhere (a gait's
+    #: stances, whose noise also carries the rigid contacts' errors); 0 = every interval
+    realised_standing_time: float = 0.1
     foot_velocity: float = 0.02  #: stance-foot zero-velocity pseudo-measurement, m/s
     #: flat-ground base-height pseudo-measurement at the window's arrival knot (its stance feet on the ground plane
     #: z = dynamics.ground_height), m; bounds the height drift of soft feet sinking into the ground; 0 = off (stairs,

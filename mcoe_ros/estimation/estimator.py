@@ -438,6 +438,8 @@ class Estimator:
                     reason = "noise.contact_acceleration (Python solver only)"
                 if reason is None and builder.noise_derivative is not None:
                     reason = "noise.joint_torque_weight parametric (Python solver only)"
+                if reason is None and builder.realised_models is not None:  # a shift may bring its knots
+                    reason = "noise.accelerometer_realised (Python solver only)"
             else:
                 reason = "not built"
             if reason is None:

@@ -204,6 +204,12 @@ _TABLE: tuple[Param, ...] = (
         " (Python solver only)",
     ),
     Param(
+        "noise.realised_standing_time",
+        "estimator.noise.realised_standing_time",
+        "with noise.accelerometer_realised: only on intervals whose first knot has every foot down for at least this"
+        " long, s; 0 = every interval",
+    ),
+    Param(
         "noise.foot_velocity",
         "estimator.noise.foot_velocity",
         "stance-foot zero-velocity pseudo-measurement (leg odometry), m/s",
@@ -560,6 +566,7 @@ _BOUNDS = {
     "noise.touchdown_transient": (0.0, 1.0, True),
     "noise.settled_joint_velocity": NONNEGATIVE,
     "noise.settled_time": (0.0, 10.0, True),
+    "noise.realised_standing_time": (0.0, 10.0, True),
     **{f"noise.{n}": POSITIVE for n in ("arrival_position", "arrival_velocity")},
     "noise.joint_torque": NONNEGATIVE,
     "noise.contact_acceleration": NONNEGATIVE,
