@@ -92,3 +92,48 @@ def test_hysteresis_and_debounce():
     det.update(t + 0.07, f)
     assert not det.update(t + 0.081, f)[0]
     assert not det.flags[1:].any()
+
+
+@pytest.mark.parametrize("compiled", [False, None])
+def test_an_unloaded_foot_that_stands_keeps_its_contact(robot, compiled):
+    """contact.force_off_still / lift_off_speed: a stance foot unloaded below force_off leaves contact only when it
+    moves relative to the other stance feet (a sway's light foot stays down, a lifting foot leaves) or when its force
+    falls below force_off_still; the relative velocity is that of the feet on a moving base whose linear velocity the
+    detector does not know (it cancels: a base twist with the legs holding all feet still reads as still); a foot
+    alone on the ground leaves at force_off; lift_off_speed 0 with force_off_still = force_off is the plain rule."""
+    from mcoe_ros.multibody.imu import base_motion, imu_mount
+
+    rng = np.random.default_rng(3)
+    cfg = ContactConfig(force_on=8.0, force_off=4.0, force_off_still=1.0, lift_off_speed=0.1, min_duration=0.0)
+    q, tau, _ = _standing(robot, [0, 1, 2, 3])
+    wxyz = (1.0, 0.0, 0.0, 0.0)
+    gyro = rng.normal(scale=0.5, size=3)
+    omega = base_motion(imu_mount(robot), wxyz, gyro).omega
+    twist = np.r_[rng.normal(scale=0.3, size=3), omega]  # base linear (unknown to the detector) and angular, local
+    data = robot.create_data()
+    pin.computeJointJacobians(robot.model, data, q)
+    jac = np.vstack(
+        [pin.getFrameJacobian(robot.model, data, f, pin.LOCAL_WORLD_ALIGNED)[:3] for f in robot.foot_frame_ids]
+    )
+    dq_still = np.linalg.solve(jac[:, 6:], -jac[:, :6] @ twist)  # every foot still in the world
+    acc = np.array([0.0, 0.0, 9.81])
+
+    def flags_after(dq, fz, feet=(0, 1, 2, 3), config=cfg):
+        det = ContactDetector(robot, config, compiled=compiled)
+        f = np.zeros((4, 3))
+        f[list(feet), 2] = 50.0
+        det.update(0.0, f)  # the stance feet on
+        det.estimate_forces(wxyz, gyro, acc, q[7:], dq, tau)  # the sample whose kinematics the test reads
+        f[0, 2] = fz
+        return det.update(0.002, f)
+
+    lift = dq_still.copy()
+    leg0 = slice(0, 3)  # foot 0's leg joints (model order FL, FR, RL, RR)
+    lift[leg0] += np.linalg.solve(jac[0:3, 6:9], np.array([0.0, 0.0, 0.3]))  # foot 0 rises at 0.3 m/s
+    assert flags_after(dq_still, 2.0).all()  # unloaded to 2 N, standing: stays down
+    assert not flags_after(lift, 2.0)[0] and flags_after(lift, 2.0)[1:].all()  # it lifts: leaves
+    assert not flags_after(dq_still, 0.5)[0]  # below force_off_still: leaves even standing
+    assert flags_after(lift, 5.0)[0]  # above force_off: stays, moving or not
+    assert not flags_after(dq_still, 2.0, feet=(0,))[0]  # alone on the ground: the plain threshold
+    plain = ContactConfig(force_on=8.0, force_off=4.0, force_off_still=4.0, lift_off_speed=0.0, min_duration=0.0)
+    assert not flags_after(dq_still, 2.0, config=plain)[0]

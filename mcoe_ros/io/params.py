@@ -514,7 +514,21 @@ _TABLE: tuple[Param, ...] = (
     ),
     # contact detection
     Param("contact.force_on", "estimator.contact.force_on", "vertical ground reaction force to enter contact, N"),
-    Param("contact.force_off", "estimator.contact.force_off", "vertical ground reaction force to leave contact, N"),
+    Param(
+        "contact.force_off",
+        "estimator.contact.force_off",
+        "vertical ground reaction force to leave contact, N (a foot that moves, see contact.lift_off_speed)",
+    ),
+    Param(
+        "contact.force_off_still",
+        "estimator.contact.force_off_still",
+        "vertical ground reaction force below which a foot that does not move leaves contact too, N",
+    ),
+    Param(
+        "contact.lift_off_speed",
+        "estimator.contact.lift_off_speed",
+        "speed relative to the other stance feet above which an unloaded stance foot moves (lifts off), m/s",
+    ),
     Param("contact.min_duration", "estimator.contact.min_duration", "a contact change must persist this long, s"),
     Param(
         "contact.settle_fraction",
@@ -608,6 +622,8 @@ _BOUNDS = {
     "solver.spare_knots": (-1, 100000, True),
     "contact.force_on": NONNEGATIVE,
     "contact.force_off": NONNEGATIVE,
+    "contact.force_off_still": NONNEGATIVE,
+    "contact.lift_off_speed": NONNEGATIVE,
     "contact.min_duration": NONNEGATIVE,
     "contact.settle_fraction": NONNEGATIVE,
     "contact.settle_time": NONNEGATIVE,

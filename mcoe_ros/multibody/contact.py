@@ -56,7 +56,8 @@ except ImportError:
 
 
 CONTACT_METHODS = ("dynamics", "momentum")
-_NO_BASE = np.zeros(0)  #: the compiled momentum's specific force without a floating base
+_NO_BASE = np.zeros(0)
+_LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED  #: the compiled momentum's specific force without a floating base
 
 
 def _copied(*arrays) -> tuple:
@@ -67,7 +68,14 @@ def _copied(*arrays) -> tuple:
 @dataclass
 class ContactConfig:
     force_on: float = 8.0  #: N, vertical force to enter contact (Go1 stance foot: 30-100 N)
-    force_off: float = 4.0  #: N, vertical force to leave contact
+    force_off: float = 4.0  #: N, vertical force to leave contact (a foot that moves, see lift_off_speed)
+    #: N, vertical force below which a foot that does not move leaves contact too (a sway unloads a foot to a few N
+    #: without lifting it); > force_off: no motion test
+    force_off_still: float = 1.0
+    #: m/s, a stance foot moves (leaves contact below force_off) when its velocity relative to the mean of the other
+    #: stance feet exceeds this (gyro + leg kinematics: the base's unknown linear velocity cancels); a foot that is
+    #: alone on the ground always counts as moving
+    lift_off_speed: float = 0.1
     min_duration: float = 0.002  #: s, a new state must persist this long
     use_foot_force: bool = False  #: also require the raw foot-force cue
     foot_force_threshold: float = 20.0  #: raw sensor units
@@ -340,12 +348,34 @@ class ContactDetector:
                     self.forces[i] = 0.0
         return self.forces
 
+    def _moving(self, feet: np.ndarray) -> np.ndarray:
+        """Which of the stance feet ``feet`` (nfeet,) bool move: their velocity relative to the mean of the other
+        stance feet (world axes, from the last sample's orientation, gyro and joints, the base linear velocity zero,
+        which cancels) above ``lift_off_speed``; a foot without another stance foot counts as moving."""
+        model, data = self._model, self.data
+        pin.forwardKinematics(model, data, self._q, self._v)
+        vel = np.array(
+            [pin.getFrameVelocity(model, data, fid, _LWA).linear for fid in self.robot.foot_frame_ids]
+        )  # updateFramePlacements not needed: the frame velocity uses the joint's placement and velocity
+        moving = np.zeros(len(feet), dtype=bool)
+        for i in np.flatnonzero(feet):
+            others = self.flags.copy()
+            others[i] = False
+            if not others.any():
+                moving[i] = True
+                continue
+            moving[i] = np.linalg.norm(vel[i] - vel[others].mean(axis=0)) > self.config.lift_off_speed
+        return moving
+
     def update(self, t: float, forces: np.ndarray, foot_force=None) -> np.ndarray:
         """Advance the hysteresis with forces (nfeet, 3) at time t; returns the boolean flags (nfeet,)."""
         cfg = self.config
         fz = forces[:, 2]
         want_on = fz > cfg.force_on
         want_off = fz < cfg.force_off
+        unsure = self.flags & want_off & (fz >= cfg.force_off_still)  # unloaded, but it may still stand
+        if unsure.any():
+            want_off &= ~unsure | self._moving(unsure)
         if cfg.use_foot_force and foot_force is not None:
             want_on &= np.asarray(foot_force) >= cfg.foot_force_threshold
         for i in range(len(self.flags)):
