@@ -9,7 +9,10 @@ the robot from the ground, in world axes. The base motion in (v, a) comes from t
 angular accelerations are optional but matter: without them a swinging leg's inertia reads as up to
 +-10 N of ground force on the Go1, with them (backward differences, as the sliding window passes) about +-4 N,
 which allows the low thresholds that catch a touch-down early. A foot is in contact when the vertical force
-stays above ``force_on`` for ``min_duration`` and leaves it when it stays below ``force_off`` as long. A stance foot is
+stays above ``force_on`` for ``min_duration`` and leaves it when it stays below ``force_off`` as long while it moves
+relative to the other stance feet faster than ``lift_off_speed`` (else only below ``force_off_still``: a sway unloads a
+foot to a few N without lifting it, and a force threshold alone lifted it for 0.1-0.3 s on every sway of the realism
+suite, with an impulse on its return; ``docs/realism.md`` session 16). A stance foot is
 *settled* (:meth:`ContactDetector.settled`: its zero-velocity pseudo-measurement is used) from ``settle_time`` after
 its touch-down while its vertical force is at least ``settle_fraction`` of the stance feet's mean.
 Raw foot-force sensors (uncalibrated on the Go1, sometimes zero) are only an optional extra cue.
