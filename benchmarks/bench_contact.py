@@ -5,9 +5,12 @@ A simulated trot (MuJoCo, realistic joint losses and sensor noise) is fed sample
 alternation -- momentum observer in Python (the path before the compiled observer), momentum observer compiled,
 inverse dynamics in Python and compiled -- each with the simulated actuator model set (as after a solve), so that the
 rows come from the same moments; the compiled forces are checked against the Python ones. A second table times the
-compiled observer step's calls one by one on the same samples, and the two-call alternative to its one call.
+compiled observer step's calls one by one on the same samples, and the two-call alternative to its one call. A third
+compares the per-sample force estimate + hysteresis (``update``) with the lift-off motion test (default:
+``force_off_still`` 1 N, ``lift_off_speed`` 0.1 m/s; the leg kinematics only for a stance foot in the 1-4 N band) and
+without it (``force_off_still`` = ``force_off``), compiled observer, and counts the samples that ran the test.
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_contact.py [--seconds 4]
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_contact.py [--seconds 4] [--scenario squat-sway]
 
 Timings are noisy on a shared machine: compare the rows of one run (``uptime`` is printed).
 """
@@ -28,9 +31,9 @@ from mcoe_ros.sim.runner import Episode, EpisodeConfig
 from mcoe_ros.sim.sensors import REALISTIC_NOISE
 
 
-def _samples(seconds: float) -> list:
-    """(t, quat, gyro, acc, q, dq, tau) of a simulated trot's measurements."""
-    cfg = EpisodeConfig(segments=[("trot", seconds)], losses=REALISTIC_LOSSES, noise=REALISTIC_NOISE, seed=0)
+def _samples(seconds: float, scenario: str = "trot") -> list:
+    """(t, quat, gyro, acc, q, dq, tau) of a simulated scenario's measurements (default a trot)."""
+    cfg = EpisodeConfig(segments=[(scenario, seconds)], losses=REALISTIC_LOSSES, noise=REALISTIC_NOISE, seed=0)
     out = []
     Episode(cfg).run(lambda truth, m, payload: out.append((m.t, m.quat, m.gyro, m.acc, m.q, m.dq, m.tau)))
     return out
@@ -69,8 +72,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=4.0, help="simulated trot")
     ap.add_argument("--repeat", type=int, default=3, help="passes over the samples (all timed)")
+    ap.add_argument("--scenario", default="trot", help="simulated scenario (mcoe_sim name), e.g. squat-sway")
     args = ap.parse_args(argv)
-    samples = _samples(args.seconds)
+    samples = _samples(args.seconds, args.scenario)
     robot = RobotModel()
     losses = REALISTIC_LOSSES
     params = np.concatenate([losses.viscous, losses.coulomb, losses.rotor_inertia])
@@ -89,11 +93,28 @@ def main(argv=None) -> int:
                   "ContactForces.momentum alone", "ContactForces.solve alone")  # fmt: skip
     parts = {name: [] for name in part_names}
     worst = {"momentum": 0.0, "dynamics": 0.0}
+    rules = {
+        "estimate + update, force threshold only": ContactConfig(force_off_still=ContactConfig.force_off),
+        "estimate + update, lift-off motion test (default)": ContactConfig(),
+    }
+    rule_times = {name: [] for name in rules}
+    tested = [0]  #: samples whose update ran the motion test (default rule)
     for _ in range(args.repeat):
         dets = {}
         for name, (method, compiled) in cases.items():
             dets[name] = ContactDetector(robot, ContactConfig(method=method), compiled=compiled)
             dets[name].set_actuator(ActuatorModel(robot), params)
+        lift = {name: ContactDetector(robot, cfg, compiled=True) for name, cfg in rules.items()}
+        for det in lift.values():
+            det.set_actuator(ActuatorModel(robot), params)
+        default = list(rules)[1]
+        moving = lift[default]._moving
+
+        def counted(feet, _moving=moving):
+            tested[0] += 1
+            return _moving(feet)
+
+        lift[default]._moving = counted
         prev = None
         for s in samples:
             t, quat, gyro, acc, q, dq, tau = s
@@ -109,6 +130,10 @@ def main(argv=None) -> int:
                 worst[method] = max(worst[method], float(np.abs(out[fast] - out[ref]).max()))
             if dt is not None:
                 _parts(dets[now], parts, (quat, gyro, acc, q, dq, tau, dw), dt)
+            for name, det in sorted(lift.items(), reverse=len(rule_times[default]) % 2 == 1):  # alternate the order
+                a = time.perf_counter()
+                det.update(t, det.estimate_forces(quat, gyro, acc, q, dq, tau, ddq, dw, dt))
+                rule_times[name].append((time.perf_counter() - a) * 1e6)
             prev = s
     print(f"uptime: {os.popen('uptime').read().strip()}")
     print(f"{len(samples)} samples of a simulated trot x {args.repeat} passes, per sample, microseconds\n")
@@ -124,6 +149,14 @@ def main(argv=None) -> int:
     print("|---|---|---|")
     for name, v in parts.items():
         print(f"| {name} | {np.median(v):.1f} | {np.mean(v):.1f} |")
+    n = len(rule_times[next(iter(rules))])
+    print(
+        f"\n| compiled momentum detector, per sample ({tested[0]} of {n} ran the motion test) | median | mean | p99 |"
+    )
+    print("|---|---|---|---|")
+    for name, v in rule_times.items():
+        v = np.array(v)
+        print(f"| {name} | {np.median(v):.1f} | {v.mean():.1f} | {np.percentile(v, 99):.1f} |")
     return 0
 
 

@@ -376,9 +376,11 @@ class ContactDetector:
         fz = forces[:, 2]
         want_on = fz > cfg.force_on
         want_off = fz < cfg.force_off
-        unsure = self.flags & want_off & (fz >= cfg.force_off_still)  # unloaded, but it may still stand
+        unsure = want_off & self.flags  # stance feet below force_off: unloaded, but they may still stand
         if unsure.any():
-            want_off &= ~unsure | self._moving(unsure)
+            unsure &= fz >= cfg.force_off_still
+            if unsure.any():
+                want_off &= ~unsure | self._moving(unsure)
         if cfg.use_foot_force and foot_force is not None:
             want_on &= np.asarray(foot_force) >= cfg.foot_force_threshold
         for i in range(len(self.flags)):
