@@ -59,8 +59,8 @@ except ImportError:
 
 
 CONTACT_METHODS = ("dynamics", "momentum")
-_NO_BASE = np.zeros(0)
-_LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED  #: the compiled momentum's specific force without a floating base
+_NO_BASE = np.zeros(0)  #: the compiled momentum's specific force without a floating base
+_LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED  #: the feet's velocities for the lift-off motion test
 
 
 def _copied(*arrays) -> tuple:
