@@ -92,6 +92,42 @@ def test_hysteresis_and_debounce():
     det.update(t + 0.07, f)
     assert not det.update(t + 0.081, f)[0]
     assert not det.flags[1:].any()
+    assert det.onset[0] == pytest.approx(t + 0.07)  # the lift-off dates from its first sample below force_off
+    assert np.isnan(det.onset[1:]).all()  # never changed
+
+
+def test_a_confirmed_change_dates_from_its_onset():
+    """With ``backdate`` the touch-down's onset is the first sample above force_on, and the stance clock
+    (settled, stance_time) counts from there; without it, from the confirming sample."""
+    for backdate in (True, False):
+        cfg = ContactConfig(force_on=20, force_off=10, min_duration=0.004, settle_time=0.01, backdate=backdate)
+        det = ContactDetector(RobotModel(), cfg)
+        f = np.full((4, 3), 0.0)
+        f[:, 2] = 50.0
+        f[1, 2] = 0.0
+        times = 0.002 * np.arange(12)
+        for t in times[:3]:  # feet 0, 2, 3 want contact from t = 0, confirmed at t = 0.004
+            flags = det.update(t, f)
+            det.settled(t, flags, f)
+        assert flags[[0, 2, 3]].all() and not flags[1]
+        assert det.onset[0] == pytest.approx(0.0 if backdate else 0.004)
+        assert det.stance_time[0] == pytest.approx(0.004 if backdate else 0.0)
+        for t in times[3:6]:
+            det.settled(t, det.update(t, f), f)
+        assert det.aged[0] == backdate  # t = 0.01: 0.01 s since the onset, 0.006 s since the confirmation
+
+
+def test_a_landing_rings_through_the_band_a_spike_does_not_land():
+    """A touch-down pending since the force first exceeded force_on holds while the force stays above force_off
+    (a landing rings: 25, 15, 30 N with force_on 20 -> contact from the first sample); a one-sample spike that
+    falls below force_off is no touch-down (the pronk's flight read ~22 N on every foot for one knot)."""
+    det = ContactDetector(RobotModel(), ContactConfig(force_on=20, force_off=10, min_duration=0.004))
+    f = np.zeros((4, 3))
+    for t, fz0, fz1 in ((0.0, 25.0, 25.0), (0.002, 15.0, 5.0), (0.004, 30.0, 0.0), (0.006, 30.0, 0.0)):
+        f[0, 2], f[1, 2] = fz0, fz1
+        flags = det.update(t, f)
+    assert flags[0] and not flags[1]
+    assert det.onset[0] == pytest.approx(0.0)
 
 
 @pytest.mark.parametrize("compiled", [False, None])

@@ -73,6 +73,40 @@ def test_ground_height_term_is_the_linearised_base_height_measurement(estimator)
     assert np.array_equal(same.hessian, old.hessian) and np.array_equal(same.gradient, old.gradient)
 
 
+def test_a_window_that_starts_at_the_detector_start_has_its_ground_term():
+    """The contact detector's (re)start knot carries its initial no-contact flags; the ground-height term of a run
+    that begins there takes the next knot's stance feet (as its first interval does), so the first solve's arrival
+    prior has the base height (before: no ground term at all on the first window)."""
+    from mcoe_ros.estimation.builder import ProblemBuilder
+    from mcoe_ros.estimation.samples import ImuSample, JointSample
+    from mcoe_ros.estimation.window import GridKnot
+
+    est = Estimator(EstimatorConfig(noise=NoiseConfig(foot_height=0.01)))
+    q = np.tile([0.0, 0.8, -1.6], 4)
+    joint = JointSample(0.0, q, np.zeros(12), np.zeros(12))
+    imu = ImuSample(0.0, np.array([1.0, 0, 0, 0]), np.zeros(3), np.array([0, 0, 9.81]))
+    down = (True,) * 4
+
+    def knot(t, contacts, start=False):
+        return GridKnot(t, joint, imu, contacts, np.zeros((4, 3)), contacts, contacts, start)
+
+    started = [knot(0.0, (False,) * 4, start=True), *(knot(0.002 * i, down) for i in range(1, 6))]
+    plain = [knot(0.0, down), *started[1:]]
+    assert ProblemBuilder.arrival_stance(started) == down
+    assert ProblemBuilder.arrival_stance([knot(0.0, (False, True, True, True)), *started[1:]]) == (
+        False,
+        True,
+        True,
+        True,
+    )
+    theta, info = est.theta, est.theta_info
+    a = est.builder.fresh_parts(started, np.zeros(3), theta, info)[3]
+    b = est.builder.fresh_parts(plain, np.zeros(3), theta, info)[3]
+    bare = est.builder.arrival_prior(a.x_bar, theta, info)
+    np.testing.assert_array_equal(a.hessian, b.hessian)
+    assert a.hessian[2, 2] > bare.hessian[2, 2] + 0.5 / 0.01**2  # the base height's information from the ground
+
+
 def test_height_random_walk_adds_variance_along_the_vertical_only(estimator):
     """Covariance after the random walk = before + σ_w² t u uᵀ (u = the tangent direction of a vertical base
     displacement), the mean unchanged (−H⁻¹g)."""

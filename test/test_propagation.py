@@ -114,7 +114,10 @@ def test_a_long_stretch_without_solves_then_a_late_tick():
     est.rebase(new, tick)
     after = est.propagator.output(est.epoch)
     assert after.t == propagated.t and after.age < 0.002
-    assert np.trace(after.pose_cov[:3, :3]) < pos_var[-1]  # back to the solve's covariance (plus one sample)
+    # back to the solve's covariance plus at most one sample's growth (the propagated one need not be larger: since
+    # the first window has its ground-height term the anchor's height is as certain as the late solve's)
+    grown = np.trace(after.pose_cov[:3, :3]) - np.trace(new.pose_cov[:3, :3])
+    assert 0.0 <= grown < 1e-3 * np.trace(new.pose_cov[:3, :3])
     assert est.propagator.correction == pytest.approx(np.linalg.norm(propagated.position - after.position))
 
 

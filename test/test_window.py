@@ -66,3 +66,57 @@ def test_gap_longer_than_max_gap_restarts_and_is_counted(robot):
         _feed(win, 0.002 * i + 0.2)
         win.advance()
     assert len(win.knots) > 30
+
+
+class _ScriptedForces(ContactDetector):
+    """The real hysteresis (ContactDetector.update) on scripted vertical foot forces (the force estimate from the
+    sensors is replaced: the test is about which knots carry a change, not about the estimate)."""
+
+    def __init__(self, robot, config, fz_of_t):
+        super().__init__(robot, config, compiled=False)
+        self.fz_of_t = fz_of_t
+        self.t = 0.0
+
+    def estimate_forces(self, *args, **kwargs):
+        self.forces[:] = 0.0
+        self.forces[:, 2] = self.fz_of_t(self.t)
+        return self.forces
+
+    def update(self, t, forces, foot_force=None):
+        self.t = t + 0.002  # the next knot's forces
+        return super().update(t, forces, foot_force)
+
+
+def test_a_backdated_touchdown_relabels_the_unsolved_knots_only(robot):
+    """Foot 0 lands at t = 0.05 s (force above force_on from that knot on); the detector confirms it after
+    min_duration = 0.006 s (three knots later). The window relabels the knots since the onset (stance clock from the
+    onset, not settled, not aged), replaces rather than mutates them (a snapshot keeps its flags), and never touches
+    a knot older than the last snapshot's newest (a solve's models are built on it)."""
+    from mcoe_ros.multibody.contact import ContactConfig
+
+    def fz(t):
+        return np.array([50.0 if t >= 0.05 - 1e-9 else 0.0, 0.0, 0.0, 0.0])
+
+    for backdate, snap_at in ((True, None), (False, None), (True, 0.054)):
+        cfg = ContactConfig(force_on=8.0, force_off=4.0, min_duration=0.006, backdate=backdate)
+        det = _ScriptedForces(robot, cfg, fz)
+        win = SlidingWindow(det, 0.002, 100, 0.1)
+        snap = None
+        for i in range(50):
+            _feed(win, 0.002 * i)
+            win.advance()
+            if snap_at is not None and snap is None and win.knots and win.knots[-1].t >= snap_at - 1e-9:
+                snap = win.snapshot()
+                before = [k.contacts for k in snap]
+        flags = {round(k.t, 6): k for k in win.knots}
+        assert flags[0.048].contacts[0] is False
+        first = 0.056 if not backdate else (0.054 if snap_at is not None else 0.05)
+        for t in (0.05, 0.052, 0.054, 0.056, 0.058):
+            knot = flags[round(t, 6)]
+            assert knot.contacts[0] is (t >= first - 1e-9), (backdate, snap_at, t)
+            if knot.contacts[0]:
+                assert knot.stance_time[0] == pytest.approx(t - (0.05 if backdate else 0.056))
+                assert not knot.settled[0] and not knot.aged[0]
+        assert win.backdated == (0 if not backdate else (1 if snap_at is not None else 3))
+        if snap is not None:
+            assert [k.contacts for k in snap] == before  # the snapshot's knots are replaced, not changed

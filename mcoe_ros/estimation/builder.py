@@ -437,7 +437,7 @@ class ProblemBuilder:
                 rot = pin.Quaternion(q[3], q[0], q[1], q[2]).toRotationMatrix()
                 x[:3], x[nq : nq + 3] = p, rot.T @ v
         running, terminal = self.phase_models(knots, None)
-        prior = self.with_ground_height(self.arrival_prior(xs[0], theta, theta_info), knots[0].contacts, 0.0)
+        prior = self.with_ground_height(self.arrival_prior(xs[0], theta, theta_info), self.arrival_stance(knots), 0.0)
         inputs = [self.knot_inputs(k, m) for k, m in zip(knots, [*running, terminal], strict=True)]
         return running, terminal, inputs, prior, xs
 
@@ -455,6 +455,16 @@ class ProblemBuilder:
         pin.framesForwardKinematics(model, data, q)
         feet = [f for f, c in zip(self.robot.foot_frame_ids, contacts, strict=True) if c]
         return float(np.mean([data.oMf[f].translation[2] for f in feet]))
+
+    @staticmethod
+    def arrival_stance(knots: Sequence[GridKnot]) -> tuple[bool, ...]:
+        """The stance feet of a run's first knot for its ground-height term: a contact detector's (re)start knot
+        says nothing about the feet (no contact until confirmed), so it takes the next knot's, as in
+        :meth:`phase_models` (before: a window that began at the start had no ground term, e.g. the realism
+        suite's first solve: docs/realism.md session 17)."""
+        if knots[0].detector_start and len(knots) > 1:
+            return knots[1].contacts
+        return knots[0].contacts
 
     def with_ground_height(self, prior: ArrivalPrior, contacts: Sequence[bool], elapsed: float) -> ArrivalPrior:
         """``prior`` after ``elapsed`` s of height random walk and a flat-ground base-height pseudo-measurement at its

@@ -84,9 +84,9 @@ class TouchdownDrift:
         self._pending: dict[int, tuple[float, int]] = {}
         #: grid index -> the feet that land at a window knot
         self._landing: dict[int, list[int]] = {}
-        #: (held flags, detector start) of the newest knot seen and its grid index (the predecessor of the next one)
-        self._last: tuple[tuple[bool, ...], bool] | None = None
-        self._last_index = -(2**62)
+        #: grid index -> (held flags, detector start) of the two newest knots seen (the predecessors of the next ones)
+        self._seen: dict[int, tuple[tuple[bool, ...], bool]] = {}
+        self._last_index = -(2**62)  #: grid index of the newest knot seen
         self.foot_radius = float(robot.spec.foot_radius)
         #: foot -> its frame's rotation (odom axes) where its stance began (the estimate then)
         self._stance_rotation: dict[int, np.ndarray] = {}
@@ -127,8 +127,10 @@ class TouchdownDrift:
     def update(self, knots: Sequence[GridKnot], xs: Sequence[np.ndarray]) -> float:
         """Account for a solved window (its knots and the solution's states xs, one per knot); returns σ_drift m.
 
-        Only the knots new since the last update are searched for touch-downs (a knot's flags do not change), and only
-        the pending touch-downs' landing speeds are re-evaluated: O(new knots + touch-downs in the window)."""
+        Only the knots new since the last update are searched for touch-downs, plus the newest knot of the last update
+        (the one a backdated contact change may still relabel, :class:`mcoe_ros.estimation.window.SlidingWindow`; the
+        knots before it keep their flags), and only the pending touch-downs' landing speeds are re-evaluated:
+        O(new knots + touch-downs in the window)."""
         if len(knots) != len(xs):
             raise ValueError(f"{len(knots)} knots but {len(xs)} states")
         if not knots:
@@ -141,22 +143,28 @@ class TouchdownDrift:
             self.sigma_past += s
             self.count_past += n
             del self._landing[idx]
-        for pos in range(max(0, self._last_index + 1 - first), len(knots)):  # the new knots
+        for pos in range(max(0, self._last_index - first), len(knots)):  # the last update's newest and the new knots
             knot = knots[pos]
             idx = first + pos
             held = tuple(bool(h) for h in self.held(knot))
-            previous = self._last if idx - 1 == self._last_index else None  # None: a restart's gap, or the start
+            previous = self._seen.get(idx - 1)  # None: a restart's gap, or the start
+            self._landing.pop(idx, None)
+            self._pending.pop(idx, None)
             if previous is not None and not previous[1] and not knot.detector_start:
                 feet = [f for f, (now, before) in enumerate(zip(held, previous[0], strict=True)) if now and not before]
                 if feet:
                     self._landing[idx] = feet
-            starting = [f for f, h in enumerate(held) if h and f not in self._stance_rotation]
-            if starting and self.foot_radius > 0.0:
-                rotations = self.foot_rotations(np.asarray(xs[pos]))
-                self._stance_rotation.update({f: rotations[f] for f in starting})
-            for f in [f for f in self._stance_rotation if not held[f]]:
-                del self._stance_rotation[f]
-            self._last, self._last_index = (held, knot.detector_start), idx
+            if idx > self._last_index:  # the stance feet's rolling: from the knot their stance began (as first seen)
+                starting = [f for f, h in enumerate(held) if h and f not in self._stance_rotation]
+                if starting and self.foot_radius > 0.0:
+                    rotations = self.foot_rotations(np.asarray(xs[pos]))
+                    self._stance_rotation.update({f: rotations[f] for f in starting})
+                for f in [f for f in self._stance_rotation if not held[f]]:
+                    del self._stance_rotation[f]
+            self._seen[idx] = (held, knot.detector_start)
+        self._last_index = first + len(knots) - 1
+        for idx in [i for i in self._seen if i < self._last_index - 1]:
+            del self._seen[idx]
         for idx, feet in self._landing.items():  # the window's landings at the newest estimate
             speeds = self.foot_speeds(np.asarray(xs[idx - first]))
             self._pending[idx] = (self.slip_time * float(speeds[feet].sum()), len(feet))

@@ -373,7 +373,7 @@ class Estimator:
             self.counters.skipped += elapsed // self.tick_knots - 1
         self.last_tick_n = newest
         restarted, self._restarted = self._restarted, False
-        return TickInput(list(self.window.knots), newest, restarted)
+        return TickInput(self.window.snapshot(), newest, restarted)
 
     def poll(self) -> list[Estimate]:
         """Advance the grid and run the tick that is due, if any (the synchronous path of the replay)."""
@@ -511,7 +511,9 @@ class Estimator:
                 # height random walk over the dropped knots' time, the new arrival knot's stance feet on the ground
                 # (once per knot: it leaves the window at the next shift)
                 if new_knots > 0 or warming:
-                    prior = self.builder.with_ground_height(prior, knots[0].contacts, new_knots * self.dt)
+                    prior = self.builder.with_ground_height(
+                        prior, self.builder.arrival_stance(knots), new_knots * self.dt
+                    )
                 self.solver.problem.prior = prior
             solver = self.solver  # this tick's solver (reset_payload may drop self.solver meanwhile)
             iterations = self.options.max_iter
@@ -826,7 +828,12 @@ class Estimator:
             window_restarts=self.window.restarts,
             rls_mass=float(self.rls_pi[0]) if self.rls_pi is not None else None,
             contact_phase=tuple(self.window.knots[-1].contacts) if self.window.knots else (),
-            extra={**self._parameter_values(), **self._schedule_values(), **self._drift_values()},
+            extra={
+                **self._parameter_values(),
+                **self._schedule_values(),
+                **self._drift_values(),
+                "contact_backdated_foot_knots": self.window.backdated,
+            },
         )
 
     def _drift_values(self) -> dict[str, str | int]:

@@ -6,7 +6,11 @@ of t_k (linear interpolation; normalised lerp for the quaternion). Each new knot
 contact detector once (its momentum observer steps over the grid period; the inverse-dynamics method and the
 observer's restart use joint and trunk angular accelerations from backward differences of the grid's joint
 velocities and gyro, so swing-leg and trunk inertia are not mistaken for ground force), so contact flags are
-causal and never recomputed. The window holds the last ``n_knots`` grid knots. A sensor gap longer than
+causal. A change that the detector confirms after ``contact.min_duration`` dates from its onset
+(``contact.backdate``): the knots since then are relabelled, but never one older than the newest knot of the last
+:meth:`SlidingWindow.snapshot` (a solver's shift rebuilds that one; older knots' models are already solved), so
+with the default 2 ms debounce on the 2 ms grid a touch-down or lift-off lands on the knot where its force crossed
+the threshold. The window holds the last ``n_knots`` grid knots. A sensor gap longer than
 ``max_gap`` (or a stream that stalls) restarts the grid. The window counts what its buffers accept and reject
 in its own ``stats``. Times should be seconds since a recent epoch (the Estimator subtracts one): Unix-epoch
 floats lose ~0.2 us.
@@ -15,7 +19,7 @@ floats lose ~0.2 us.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -53,6 +57,22 @@ class GridKnot:
         """The feet whose zero-velocity pseudo-measurement is used at this knot."""
         return self.contacts if self.settled is None else self.settled
 
+    def with_contact(self, foot: int, down: bool, since: float) -> GridKnot:
+        """A copy with foot ``foot``'s flag set to ``down`` from time ``since`` (s; its stance time counts from
+        there); a relabelled foot is neither settled nor aged (it has just landed or lifted)."""
+
+        def set_(flags, value):
+            return None if flags is None else tuple(value if i == foot else f for i, f in enumerate(flags))
+
+        stance = self.t - since if down else 0.0
+        return replace(
+            self,
+            contacts=set_(self.contacts, down),
+            settled=set_(self.settled, False),
+            aged=set_(self.aged, False),
+            stance_time=set_(self.stance_time, stance),
+        )
+
 
 class SlidingWindow:
     """Resampling buffers + the grid (see module docstring)."""
@@ -70,7 +90,16 @@ class SlidingWindow:
         self.next_k: int | None = None  #: integer index of the next grid time k * dt (no drift)
         self.restarts = 0
         self.n_created = 0  #: grid knots created since the start (monotonic)
+        self.backdated = 0  #: foot-knots relabelled by a backdated contact change (contact.backdate)
         self._foot_force: np.ndarray | None = None
+        self._snapshot_t = -np.inf  #: s, the newest knot of the last snapshot (older knots keep their flags)
+
+    def snapshot(self) -> list[GridKnot]:
+        """The knots as a list that later relabelling does not change (relabelled knots are replaced, not
+        mutated); knots older than its newest keep their flags from now on."""
+        if self.knots:
+            self._snapshot_t = self.knots[-1].t
+        return list(self.knots)
 
     @property
     def full(self) -> bool:
@@ -80,6 +109,7 @@ class SlidingWindow:
         """Forget the grid (after a gap); buffered samples newer than the gap are kept."""
         self.knots.clear()
         self.next_k = None
+        self._snapshot_t = -np.inf
         self.detector.reset()
         self.restarts += 1
 
@@ -134,6 +164,7 @@ class SlidingWindow:
             ).copy()
             raw = self.detector.update(t, forces, self._foot_force)
             flags = tuple(bool(f) for f in raw)
+            self._backdate(t, flags)
             settled = tuple(bool(f) for f in self.detector.settled(t, np.asarray(flags), forces))
             aged = tuple(bool(f) for f in self.detector.aged)
             stance_time = tuple(float(s) for s in self.detector.stance_time)
@@ -142,3 +173,19 @@ class SlidingWindow:
             self.n_created += 1
             created += 1
         return created
+
+    def _backdate(self, t: float, flags: tuple[bool, ...]) -> None:
+        """Relabel the knots since the onset (:attr:`ContactDetector.onset`) of each foot whose flag changes at the
+        knot of time t, newest first, down to the last snapshot's newest knot (see module docstring)."""
+        if not self.knots:
+            return
+        onset = self.detector.onset
+        for foot, down in enumerate(flags):
+            if down == self.knots[-1].contacts[foot] or not onset[foot] < t - 1e-9:  # no change, or no earlier onset
+                continue
+            for j in range(len(self.knots) - 1, -1, -1):
+                knot = self.knots[j]
+                if knot.t < onset[foot] - 1e-9 or knot.t < self._snapshot_t - 1e-9 or knot.detector_start:
+                    break
+                self.knots[j] = knot.with_contact(foot, down, onset[foot])
+                self.backdated += 1

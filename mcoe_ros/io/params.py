@@ -531,6 +531,11 @@ _TABLE: tuple[Param, ...] = (
     ),
     Param("contact.min_duration", "estimator.contact.min_duration", "a contact change must persist this long, s"),
     Param(
+        "contact.backdate",
+        "estimator.contact.backdate",
+        "a confirmed contact change dates from the first sample that wanted it (unsolved knots since relabelled)",
+    ),
+    Param(
         "contact.settle_fraction",
         "estimator.contact.settle_fraction",
         "share of the stance feet's mean vertical force above which a foot's zero-velocity pseudo-measurement is used",

@@ -9,10 +9,14 @@ the robot from the ground, in world axes. The base motion in (v, a) comes from t
 angular accelerations are optional but matter: without them a swinging leg's inertia reads as up to
 +-10 N of ground force on the Go1, with them (backward differences, as the sliding window passes) about +-4 N,
 which allows the low thresholds that catch a touch-down early. A foot is in contact when the vertical force
-stays above ``force_on`` for ``min_duration`` and leaves it when it stays below ``force_off`` as long while it moves
-relative to the other stance feet faster than ``lift_off_speed`` (else only below ``force_off_still``: a sway unloads a
-foot to a few N without lifting it, and a force threshold alone lifted it for 0.1-0.3 s on every sway of the realism
-suite, with an impulse on its return; ``docs/realism.md`` session 16). A stance foot is
+exceeds ``force_on`` and stays above ``force_off`` for ``min_duration`` (a landing's force rings through the band; a
+one-sample spike in flight is no touch-down), and leaves it when it stays below ``force_off`` as long while it
+moves relative to the other stance feet faster than ``lift_off_speed`` (else only below ``force_off_still``: a sway
+unloads a foot to a few N without lifting it, and a force threshold alone lifted it for 0.1-0.3 s on every sway of
+the realism suite, with an impulse on its return; ``docs/realism.md`` session 16). With ``backdate`` a confirmed
+change dates from the first sample that wanted it (:attr:`ContactDetector.onset`): ``min_duration`` rejects a
+one-sample blip without delaying the contact phase (a touch-down one 2 ms knot late biased a trot's payload CoM by
+~40 mm, ``docs/realism.md`` session 17). A stance foot is
 *settled* (:meth:`ContactDetector.settled`: its zero-velocity pseudo-measurement is used) from ``settle_time`` after
 its touch-down while its vertical force is at least ``settle_fraction`` of the stance feet's mean.
 Raw foot-force sensors (uncalibrated on the Go1, sometimes zero) are only an optional extra cue.
@@ -80,6 +84,9 @@ class ContactConfig:
     #: alone on the ground always counts as moving
     lift_off_speed: float = 0.1
     min_duration: float = 0.002  #: s, a new state must persist this long
+    #: a change confirmed after min_duration dates from the first sample that wanted it (:attr:`ContactDetector.onset`;
+    #: the window relabels its knots since then): the confirmation is not a delay of the contact phase
+    backdate: bool = True
     use_foot_force: bool = False  #: also require the raw foot-force cue
     foot_force_threshold: float = 20.0  #: raw sensor units
     #: fraction of the stance feet's mean vertical force above which a stance foot is settled (its zero-velocity
@@ -115,6 +122,9 @@ class ContactDetector:
         self.flags = np.zeros(nf, dtype=bool)
         self._pending_since = np.full(nf, np.nan)
         self._stance_since = np.full(nf, np.nan)  #: time each foot's contact flag turned on (settled)
+        #: s, when each foot's current flag began (the first sample that wanted it, with ``backdate``; else the
+        #: confirming sample); nan = the initial state
+        self.onset = np.full(nf, np.nan)
         #: stance feet down for at least settle_time at the last call of settled() (nfeet,)
         self.aged = np.zeros(nf, dtype=bool)
         #: s each foot had been down at the last call of settled() (nfeet,; 0 in the air)
@@ -158,6 +168,7 @@ class ContactDetector:
         self.flags[:] = False
         self._pending_since[:] = np.nan
         self._stance_since[:] = np.nan
+        self.onset[:] = np.nan
         self.stance_time[:] = 0.0
 
     def settled(self, t: float, flags: np.ndarray, forces: np.ndarray) -> np.ndarray:
@@ -169,7 +180,8 @@ class ContactDetector:
         flags = np.asarray(flags, dtype=bool)
         since = self._stance_since
         since[~flags] = np.nan
-        since[flags & np.isnan(since)] = t
+        new = flags & np.isnan(since)
+        since[new] = np.where(self.onset[new] <= t, self.onset[new], t)  # nan onset: compares False
         cfg = self.config
         fz = forces[:, 2]
         mean = float(fz[flags].mean()) if flags.any() else 0.0
@@ -383,14 +395,18 @@ class ContactDetector:
                 want_off &= ~unsure | self._moving(unsure)
         if cfg.use_foot_force and foot_force is not None:
             want_on &= np.asarray(foot_force) >= cfg.foot_force_threshold
+        # a pending touch-down holds while the force stays above force_off: a landing's force rings through the
+        # hysteresis band (its onset is the first crossing of force_on, not the last)
+        holds_on = fz >= cfg.force_off
         for i in range(len(self.flags)):
             wants_change = want_off[i] if self.flags[i] else want_on[i]
-            if not wants_change:
+            if not wants_change and not (holds_on[i] and not self.flags[i] and np.isfinite(self._pending_since[i])):
                 self._pending_since[i] = np.nan
                 continue
             if np.isnan(self._pending_since[i]):
                 self._pending_since[i] = t
             if t - self._pending_since[i] >= cfg.min_duration - 1e-9:
                 self.flags[i] = not self.flags[i]
+                self.onset[i] = self._pending_since[i] if cfg.backdate else t
                 self._pending_since[i] = np.nan
         return self.flags.copy()
