@@ -295,7 +295,8 @@ class Estimator:
     def advance(self) -> None:
         """Create the grid knots the buffered samples now cover (cheap; call after adding samples).
 
-        The RLS payload estimator (modes rls, oe+rls) consumes every new grid knot here, at input rate.
+        The RLS payload estimator (modes rls, oe+rls) consumes every new grid knot here, at input rate (as created:
+        a contact change that the window backdates to a knot already consumed is not replayed into it).
         """
         restarts, created = self.window.restarts, self.window.n_created
         self.window.advance()
