@@ -78,6 +78,11 @@ SETTLED = {"dynamics.rigid_contacts": "settled"}
 OE_ROWS = [
     ("OE (deployed: ground height + settled feet)", {}, False),
     ("OE deployed, true contact flags", {}, True),
+    # a landing over time instead of the impulse (dynamics.landing_damping, docs/realism.md session 18)
+    ("OE landing damped 50 1/s for 50 ms", {"dynamics.landing_damping": 50.0, "dynamics.landing_time": 0.05}, False),
+    ("OE landing damped 75 1/s for 50 ms", {"dynamics.landing_damping": 75.0, "dynamics.landing_time": 0.05}, False),
+    ("OE landing damped 100 1/s for 50 ms", {"dynamics.landing_damping": 100.0, "dynamics.landing_time": 0.05}, False),
+    ("OE landing by the impulse", {"dynamics.landing_damping": 0.0}, False),
     ("OE without ground height and settled feet", {**OLD_JOINT, **NO_GROUND, **NO_SETTLE}, False),
     ("OE without ground height and settled feet, true contact flags", {**OLD_JOINT, **NO_GROUND, **NO_SETTLE}, True),
     ("OE + ground height only", {**OLD_JOINT, **NO_SETTLE}, False),

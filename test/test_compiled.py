@@ -103,17 +103,11 @@ PHASES = [
 ]
 
 
-@pytest.mark.parametrize("actuator,biases", [(False, False), (True, False), (False, True), (True, True)])
-@pytest.mark.parametrize("phase", PHASES, ids=[p[0] for p in PHASES])
-def test_interval_model_matches_python(robot, phase, actuator, biases):
-    """xnext, r, Fx, Fp, Rx, Rp of calc_diff and xnext, r of calc, for every phase kind, to 1e-9."""
-    _, contacts, impulse, measured = phase
-    cache, layout = _models(robot, actuator, biases)
-    model = cache[contacts, impulse, measured]
+def _match(robot, model, layout, rng) -> tuple:
+    """Python ``model`` and its C++ counterpart on two random states on the same datas (no stale workspace): xnext,
+    r, Fx, Fp, Rx, Rp of calc_diff and xnext, r of calc to 1e-9; returns the last (data, x, pi)."""
     cmodel = compiled.compiled_interval_model(model)
-    rng = np.random.default_rng(7)
     d, cd = model.create_data(), cmodel.create_data()
-    # two states on the same datas (no stale workspace), calc_diff then calc
     for _ in range(2):
         x = standing_state(robot, rng)
         x[robot.nq :] = 0.3 * rng.standard_normal(robot.nv)
@@ -128,6 +122,39 @@ def test_interval_model_matches_python(robot, phase, actuator, biases):
         cmodel.calc(cd, x, pi)
         _close(cd.xnext, d.xnext)
         _close(cd.r, d.r)
+    return d, x, pi
+
+
+@pytest.mark.parametrize("actuator,biases", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("phase", PHASES, ids=[p[0] for p in PHASES])
+def test_interval_model_matches_python(robot, phase, actuator, biases):
+    """xnext, r, Fx, Fp, Rx, Rp of calc_diff and xnext, r of calc, for every phase kind, to 1e-9."""
+    _, contacts, impulse, measured = phase
+    cache, layout = _models(robot, actuator, biases)
+    _match(robot, cache[contacts, impulse, measured], layout, np.random.default_rng(7))
+
+
+@pytest.mark.parametrize("actuator", [False, True])
+def test_damped_landing_matches_python(robot, actuator):
+    """A landing over time (dynamics.landing_damping): damped contacts (a subset of the stance feet, with a
+    zero-velocity foot measurement on another) give the Python model's results to 1e-9, and differ from the
+    undamped model's."""
+    act = ActuatorModel(robot) if actuator else None
+    layout = ParameterLayout(n_actuator=act.n_params if act else 0)
+    meas = [JointPosition(robot, std=1e-3), JointVelocity(robot, std=0.05), ImuSpecificForce(robot, std=0.1)]
+    cache = IntervalModelCache(robot, 2e-3, meas, foot_velocity_std=0.02, actuator=act, layout=layout, kd=25.0)
+    feet = tuple(robot.foot_names)
+    rng = np.random.default_rng(3)
+    for damped in ((feet[0], feet[3]), feet, (feet[1],)):
+        measured = (feet[2],) if feet[2] not in damped else ()
+        model = cache[feet, (), measured, damped]
+        assert model.dynamics.damped == damped
+        d, x, pi = _match(robot, model, layout, rng)
+        plain = cache[feet, (), measured]  # the same stance without damping
+        dp = plain.create_data()
+        dp.u[:], dp.z[:] = d.u, d.z
+        plain.calc(dp, x, pi)
+        assert np.abs(dp.xnext - d.xnext).max() > 1e-6  # the damping acts
 
 
 def test_parametrizations_match_python():

@@ -200,6 +200,30 @@ def test_fd_baumgarte_with_anchors(robot, ref):
     check_fd(dyn, x, u, "2c baumgarte")
 
 
+def test_fd_and_law_of_a_damped_landing(robot):
+    """A landing over time (``damped`` contacts, dynamics.landing_damping): the damped feet's classical acceleration
+    (LOCAL) is -kd times their velocity, the others' is zero; FD-exact Jacobians with a damped subset."""
+    rng = np.random.default_rng(11)
+    kd, damped = 25.0, (FEET[0], FEET[3])
+    dyn = PhaseDynamicsModel(robot, FEET, 0.01, kd=kd, damped=damped)
+    x = random_state(robot, rng)
+    u = rng.normal(size=robot.nj)
+    data = dyn.create_data()
+    dyn.calc(data, x, u, PI)
+    model = data.model  # the robot with the payload of the call
+    pdata = model.createData()
+    pin.forwardKinematics(model, pdata, x[: robot.nq], x[robot.nq :], data.a)
+    for foot in FEET:
+        fid = model.getFrameId(foot)
+        acc = pin.getFrameClassicalAcceleration(model, pdata, fid, LOCAL).linear
+        vel = pin.getFrameVelocity(model, pdata, fid, LOCAL).linear
+        assert np.abs(vel).max() > 0.1  # the law is not trivially satisfied
+        np.testing.assert_allclose(acc, -kd * vel if foot in damped else np.zeros(3), atol=1e-6)
+    check_fd(dyn, x, u, "4c damped 2")
+    with pytest.raises(ValueError, match="damped"):
+        PhaseDynamicsModel(robot, FEET[:2], 0.01, kd=kd, damped=(FEET[3],))
+
+
 def test_fd_restitution(robot):
     rng = np.random.default_rng(5)
     dyn = PhaseDynamicsModel(robot, FEET[:2], 0.01, FEET[:2], restitution=0.5)

@@ -247,11 +247,15 @@ def test_joint_process_noise_lets_the_held_feet_slide(soft_trot_3s):
     feet slide through the touch-down transient; only joint motion that the base motion does not explain lets a held
     foot slide in the model. With the joint velocities' own process noise (``noise.process_joint_velocity``, the
     default) the trot's horizontal error and payload mass error are lower than with the old common value
-    (``noise.process_velocity`` for every coordinate). Fails on the estimator before the parameter."""
-    old = {"noise.process_joint_velocity": 0.0}
+    (``noise.process_velocity`` for every coordinate). Fails on the estimator before the parameter. Measured with the
+    landing by the impulse (the model of the time, ``dynamics.landing_damping`` 0): the default landing over time
+    lets a landing foot slow down in the model itself, and the joint noise's share of the gain is smaller there
+    (horizontal error 2.04 -> 1.75 cm, mass 1.6 -> 0.25 %)."""
+    impulse = {"dynamics.landing_damping": 0.0}
+    old = {**impulse, "noise.process_joint_velocity": 0.0}
     _, xy_old = _vertical_error(soft_trot_3s, old)
-    _, xy_new = _vertical_error(soft_trot_3s, {})
-    m_old, m_new = _mass_error(soft_trot_3s, old), _mass_error(soft_trot_3s, {})
+    _, xy_new = _vertical_error(soft_trot_3s, impulse)
+    m_old, m_new = _mass_error(soft_trot_3s, old), _mass_error(soft_trot_3s, impulse)
     print(xy_old, xy_new, m_old, m_new)
     assert xy_new < 0.85 * xy_old, (xy_new, xy_old)
     assert m_new < 0.5 * m_old, (m_new, m_old)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mcoe_ros.estimation.builder import transient_knots
-from mcoe_ros.estimation.config import EstimatorConfig, NoiseConfig
+from mcoe_ros.estimation.config import DynamicsConfig, EstimatorConfig, NoiseConfig
 from mcoe_ros.estimation.estimator import Estimator
 from mcoe_ros.estimation.samples import ImuSample, JointSample
 from mcoe_ros.estimation.window import GridKnot
@@ -168,8 +168,9 @@ def test_estimator_solver_holds_the_windows_schedule(backend):
 def test_the_detectors_start_knot_takes_the_next_knots_stance_feet():
     """The detector starts with no contact, which says nothing about the feet: the start knot's interval takes the
     next knot's stance feet with their impulse (no flight interval) and the next knot has no landing, in a new
-    problem and in a shift; a real landing later gets its impulse."""
-    builder = Estimator(EstimatorConfig()).builder
+    problem and in a shift; a real landing later gets its impulse (with the impulse landing model,
+    dynamics.landing_damping 0; the default lands it over time, test_landing_damping.py)."""
+    builder = Estimator(EstimatorConfig(dynamics=DynamicsConfig(landing_damping=0.0))).builder
     flags = [(False,) * 4] + [FEET4] * 5
     flags[3] = (True, False, True, True)  # FR lifts off at 3, lands at 4
     knots = _knots(flags)

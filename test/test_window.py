@@ -120,3 +120,31 @@ def test_a_backdated_touchdown_relabels_the_unsolved_knots_only(robot):
         assert win.backdated == (0 if not backdate else (1 if snap_at is not None else 3))
         if snap is not None:
             assert [k.contacts for k in snap] == before  # the snapshot's knots are replaced, not changed
+
+
+def test_feet_the_detector_starts_on_did_not_land(robot):
+    """Feet loaded from the detector's first knot start a stance that is no landing (``GridKnot.landed`` False: the
+    start interval's impulse projects them; dynamics.landing_damping leaves them undamped); a foot that touches down
+    later landed, also on the knots that a backdated touch-down relabels; a lift-off clears it."""
+    from mcoe_ros.multibody.contact import ContactConfig
+
+    def fz(t):
+        return np.array([50.0, 50.0 if t >= 0.05 - 1e-9 else 0.0, 50.0 if t < 0.08 - 1e-9 else 0.0, 50.0])
+
+    det = _ScriptedForces(robot, ContactConfig(force_on=8.0, force_off=4.0, min_duration=0.004), fz)
+    win = SlidingWindow(det, 0.002, 100, 0.1)
+    for i in range(60):
+        _feed(win, 0.002 * i)
+        win.advance()
+    knots = {round(k.t, 6): k for k in win.knots}
+    assert knots[0.02].contacts == (True, False, True, True) and knots[0.02].landed == (False,) * 4
+    for t in (0.05, 0.052, 0.06, 0.1):  # foot 1 landed at 0.05 (confirmed at 0.054, backdated)
+        assert knots[round(t, 6)].landed == (False, True, False, False), t
+    assert knots[0.1].contacts == (True, True, False, True)  # foot 2 lifted off at 0.08
+    det.t = 0.0  # the scripted forces of the first knot again
+    win.restart()  # the grid starts again on the buffered samples: from its first knot
+    win.advance()
+    first = win.knots[0]
+    assert first.detector_start and win.detector.start_time == first.t
+    expected = (False, first.t < 0.05 - 1e-9, False, False)
+    assert all(k.landed == tuple(e and c for e, c in zip(expected, k.contacts, strict=True)) for k in win.knots)

@@ -139,14 +139,16 @@ PYBIND11_MODULE(_mcoe, m) {
   py::class_<IntervalModel, std::shared_ptr<IntervalModel>>(m, "IntervalModel")
       .def(py::init([](const Robot& robot, const std::vector<int>& contacts, const std::vector<int>& impulse,
                        double dt, double mu, double accuracy, int max_iter, int payload_joint, const Mat& A,
-                       const Vec& nominal_pi, const Mat& groups, double eps, bool gyro_bias, bool acc_bias) {
+                       const Vec& nominal_pi, const Mat& groups, double eps, bool gyro_bias, bool acc_bias,
+                       const std::vector<int>& damped, double kd) {
              return std::make_shared<IntervalModel>(robot.model, contacts, impulse, dt, mu, accuracy, max_iter,
-                                                    payload_joint, A, nominal_pi, groups, eps, gyro_bias, acc_bias);
+                                                    payload_joint, A, nominal_pi, groups, eps, gyro_bias, acc_bias,
+                                                    damped, kd);
            }),
            py::arg("robot"), py::arg("contact_frames"), py::arg("impulse_frames"), py::arg("dt"), py::arg("mu"),
            py::arg("accuracy"), py::arg("max_iter"), py::arg("payload_joint"), py::arg("payload_to_joint"),
            py::arg("nominal_pi"), py::arg("actuator_groups"), py::arg("coulomb_smoothing"), py::arg("gyro_bias"),
-           py::arg("acc_bias"))
+           py::arg("acc_bias"), py::arg("damped_frames") = std::vector<int>{}, py::arg("kd") = 0.0)
       .def("add_measurement",
            [](IntervalModel& self, const std::string& kind, int frame_id, const Mat& W, int bias_start,
               bool quat_wxyz) {

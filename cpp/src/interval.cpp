@@ -1,5 +1,6 @@
 #include "interval.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -25,8 +26,10 @@ using MK = MeasurementSpec::Kind;
 IntervalModel::IntervalModel(const PinModel& m, const std::vector<int>& contact_frames,
                              const std::vector<int>& impulse_frames, double dt_, double mu, double accuracy,
                              int max_iter, int payload_joint, const Mat& payload_to_joint, const Vec& nominal_pi,
-                             const Mat& actuator_groups, double coulomb_eps, bool gyro_bias, bool acc_bias)
-    : dt(dt_), model(m), contact_frames_(contact_frames), impulse_frames_(impulse_frames), mu_(mu),
+                             const Mat& actuator_groups, double coulomb_eps, bool gyro_bias, bool acc_bias,
+                             const std::vector<int>& damped_frames, double kd)
+    : dt(dt_), model(m), contact_frames_(contact_frames), impulse_frames_(impulse_frames),
+      damped_frames_(damped_frames), kd_(damped_frames.empty() ? 0.0 : kd), mu_(mu),
       accuracy_(accuracy), max_iter_(max_iter), payload_joint_(payload_joint), A_(payload_to_joint),
       nominal_pi_(nominal_pi), groups_(actuator_groups), eps_(coulomb_eps) {
   nq = model.nq;
@@ -47,6 +50,10 @@ IntervalModel::IntervalModel(const PinModel& m, const std::vector<int>& contact_
   if (acc_bias) { acc_bias_ = npi; npi += 3; }
   nominal_armature_ = model.armature;
   if (n_groups_ && groups_.rows() != nj) throw std::invalid_argument("actuator groups must have one row per joint");
+  for (int f : damped_frames_)
+    if (std::find(contact_frames_.begin(), contact_frames_.end(), f) == contact_frames_.end())
+      throw std::invalid_argument("damped frames must be contact frames");
+  if (kd_ < 0.0) throw std::invalid_argument("need kd >= 0");
 }
 
 void IntervalModel::addMeasurement(MeasurementSpec s) {
@@ -142,8 +149,8 @@ void bodyTorqueRegressor(const PinModel& m, const PinData& kin, int j, Eigen::Re
 }
 }  // namespace
 
-// the Jacobians of the point-contact dynamics a(q, v, tau) of constraintDynamics (Baumgarte gains 0, as
-// IntervalModel::constraintModels builds them) into pd.ddq_dq, pd.ddq_dv, pd.ddq_dtau (nv, nv), by Crocoddyl's KKT
+// the Jacobians of the point-contact dynamics a(q, v, tau) of constraintDynamics (Baumgarte Kp 0; a damped contact's
+// Kd adds kd times its point velocity to the constraint, IntervalModel::constraintModels) into pd.ddq_dq, pd.ddq_dv, pd.ddq_dtau (nv, nv), by Crocoddyl's KKT
 // route: the inverse dynamics' derivatives ID_x (nv, ndx) at (q, v, a) with the contact forces as external forces
 // (a, lambda held), the contact points' classical acceleration derivatives c_x (nc, ndx; LOCAL, a held) and
 // c_a = J (nc, nv); with G = P J M^-1 (nc, nv)
@@ -172,9 +179,16 @@ void contactDynamicsDerivatives(const PinModel& m, PinData& pd, const Constraint
   pd.dac_da.setZero();
   for (size_t k = 0; k < cms.size(); ++k) {
     const Eigen::Index r = 3 * static_cast<Eigen::Index>(k);
+    const double kd = cms[k].m_baumgarte_parameters.Kd;
+    if (kd != 0.0) s.p_dq.setZero();  // written only on the supporting joints' columns
     PIN_CALL(pin::getPointClassicAccelerationDerivatives(m, pd, cms[k].joint1_id, cms[k].joint1_placement, pin::LOCAL,
                                                          s.p_dq, pd.dac_dq.middleRows(r, 3),
                                                          pd.dac_dv.middleRows(r, 3), pd.dac_da.middleRows(r, 3)));
+    // a damped contact's constraint is c + kd v_c (v_c its point velocity, LOCAL: dv_c/dq = p_dq, dv_c/dv = J)
+    if (kd != 0.0) {
+      pd.dac_dq.middleRows(r, 3).noalias() += kd * s.p_dq;
+      pd.dac_dv.middleRows(r, 3).noalias() += kd * pd.dac_da.middleRows(r, 3);
+    }
   }
   PIN_CALL(pd.constraint_chol.getInverseMassMatrix(pd.Minv));
   d.jminv.noalias() = pd.dac_da * pd.Minv;
@@ -243,16 +257,19 @@ void jointBlockInverse(const PinModel& m, const Mat& B, Mat& out) {
 bool IntervalModel::sameDynamics(const IntervalModel& o) const {
   if (this == &o) return true;
   return contact_frames_ == o.contact_frames_ && impulse_frames_ == o.impulse_frames_ && dt == o.dt && mu_ == o.mu_ &&
-         accuracy_ == o.accuracy_ && max_iter_ == o.max_iter_ && payload_joint_ == o.payload_joint_ &&
+         damped_frames_ == o.damped_frames_ && kd_ == o.kd_ && accuracy_ == o.accuracy_ && max_iter_ == o.max_iter_ && payload_joint_ == o.payload_joint_ &&
          eps_ == o.eps_ && npi == o.npi && gyro_bias_ == o.gyro_bias_ && acc_bias_ == o.acc_bias_ &&
          equal(A_, o.A_) && equal(nominal_pi_, o.nominal_pi_) && equal(groups_, o.groups_) && model == o.model;
 }
 
-ConstraintModels IntervalModel::constraintModels(const PinModel& m, const std::vector<int>& frames) const {
+ConstraintModels IntervalModel::constraintModels(const PinModel& m, const std::vector<int>& frames,
+                                                 bool with_kd) const {
   ConstraintModels out;
   for (int fid : frames) {
     const pin::Frame& f = m.frames[fid];
     out.emplace_back(pin::CONTACT_3D, m, f.parentJoint, f.placement, 0, pin::SE3::Identity(), pin::LOCAL);
+    if (with_kd && std::find(damped_frames_.begin(), damped_frames_.end(), fid) != damped_frames_.end())
+      out.back().m_baumgarte_parameters.Kd = kd_;
   }
   return out;
 }
@@ -280,8 +297,8 @@ void IntervalData::reset(const IntervalModel& m) {
   model = m.model;
   settings = pinocchio::ProximalSettings(m.accuracy_, m.mu_, m.max_iter_);
   settings_imp = pinocchio::ProximalSettings(m.accuracy_, m.mu_, 1);
-  cmodels = m.constraintModels(model, m.contact_frames_);
-  cmodels_imp = m.constraintModels(model, m.impulse_frames_);
+  cmodels = m.constraintModels(model, m.contact_frames_, true);
+  cmodels_imp = m.constraintModels(model, m.impulse_frames_, false);
   if (!cmodels_imp.empty() && pdata_imp.joints.empty()) pdata_imp = PinData(model);
   cdatas.clear();
   cdatas_imp.clear();

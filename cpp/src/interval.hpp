@@ -46,9 +46,12 @@ void jointBlockInverse(const PinModel& m, const Mat& B, Mat& out);
 class IntervalModel {
  public:
   // model: the robot (nominal payload body, nominal armature); contact/impulse: foot frame ids
+  // damped_frames (a subset of contact_frames): contacts with the velocity gain kd (1/s), J a = -gamma - kd J v, a
+  // landing over time (Python PhaseDynamicsModel's damped / kd)
   IntervalModel(const PinModel& model, const std::vector<int>& contact_frames, const std::vector<int>& impulse_frames,
                 double dt, double mu, double accuracy, int max_iter, int payload_joint, const Mat& payload_to_joint,
-                const Vec& nominal_pi, const Mat& actuator_groups, double coulomb_eps, bool gyro_bias, bool acc_bias);
+                const Vec& nominal_pi, const Mat& actuator_groups, double coulomb_eps, bool gyro_bias, bool acc_bias,
+                const std::vector<int>& damped_frames = {}, double kd = 0.0);
   void addMeasurement(MeasurementSpec spec);
   // same robot, phase (contact and impulse frames), dynamics options and pi layout: the models differ at most in
   // their measurements, and a data of one reset to the other gives a fresh data's results (same contact set)
@@ -78,7 +81,8 @@ class IntervalModel {
   void kinematics(IntervalData& d, const Vec& x, bool diff) const;
   void measure(IntervalData& d, const Vec& x, bool diff) const;
   void setParameters(IntervalData& d, const Vec& pi) const;
-  ConstraintModels constraintModels(const PinModel& m, const std::vector<int>& frames) const;
+  // point contacts at the frames; with_kd: the damped frames get the velocity gain kd_
+  ConstraintModels constraintModels(const PinModel& m, const std::vector<int>& frames, bool with_kd) const;
   // stance knot without impulse: the contact dynamics' derivatives (computeRNEADerivatives) leave in pdata what
   // computeForwardKinematicsDerivatives(q, v, a) would (oMi, liMi, v, a, ov, oa, J, dJ at this very (q, v, a)), so
   // the linearisation takes the payload regressor and the measurements' kinematics from it (no second pass); calc
@@ -88,7 +92,8 @@ class IntervalModel {
   // derivatives; calc: constraintDynamics' oMi, ov, oa, J), elsewhere aux
   PinData& kinematicsData(IntervalData& d) const;
 
-  std::vector<int> contact_frames_, impulse_frames_;
+  std::vector<int> contact_frames_, impulse_frames_, damped_frames_;
+  double kd_;
   double mu_, accuracy_;
   int max_iter_;
   int payload_joint_;

@@ -134,7 +134,7 @@ def soft_contact_options(config: EstimatorConfig) -> dict:
     budget for 'soft', see :mod:`mcoe_ros.multibody.soft_dynamics`)."""
     dyn = config.dynamics
     if dyn.model == "rigid":
-        return {}
+        return {"kd": dyn.landing_damping} if dyn.landing_damping > 0.0 else {}
     if config.actuator.enabled:
         raise ValueError("dynamics.model: the soft contact model needs actuator.enabled false")
     contact = SoftContactModel(
@@ -170,7 +170,10 @@ class ProblemBuilder:
     def __init__(self, robot: RobotModel, config: EstimatorConfig, parameters: EstimationParameters):
         self.robot = robot
         noise = config.noise
-        self.impulse = config.grid.impulse_on_touchdown
+        #: a landing over time (dynamics.landing_damping > 0): damped contacts for landing_time s, no impulse
+        self.landing_time = config.dynamics.landing_time if config.dynamics.landing_damping > 0.0 else 0.0
+        self.impulse = config.grid.impulse_on_touchdown  #: the detector's (re)start knot projects its stance feet
+        self.touchdown_impulse = self.impulse and self.landing_time == 0.0
         self.rigid_contacts = config.dynamics.rigid_contacts
         self.parameters = parameters
         layout = parameters.layout
@@ -269,10 +272,17 @@ class ProblemBuilder:
         prev_contacts: Sequence[bool] | None,
         settled: Sequence[bool] | None = None,
         realised: bool = False,
+        stance_time: Sequence[float] | None = None,
+        start: bool = False,
+        landed: Sequence[bool] | None = None,
     ) -> MultibodyIntervalModel:
         """Model of a knot with contact flags ``contacts`` after a knot with ``prev_contacts`` (None: no impulse);
         only the ``settled`` stance feet (None: all) get the zero-velocity pseudo-measurement; ``realised``: its
-        accelerometer measures the realised acceleration (with ``noise.accelerometer_realised`` only)."""
+        accelerometer measures the realised acceleration (with ``noise.accelerometer_realised`` only); with the landing
+        damping, the stance feet that ``landed`` (None: all) and are down for less than ``dynamics.landing_time``
+        (``stance_time`` s per foot; None: not known, none) have damped contacts (the feet the detector starts on did
+        not land: the start interval's impulse projects them); ``start``: the detector's (re)start interval, whose
+        stance feet get the impulse (their velocities projected to zero) whatever the landing model."""
         feet = self.robot.foot_names
         stance = tuple(f for f, c in zip(feet, contacts, strict=True) if c)
         landing = (
@@ -283,7 +293,16 @@ class ProblemBuilder:
         quiet = set(feet) if settled is None else {f for f, s in zip(feet, settled, strict=True) if s}
         measured = tuple(f for f in stance if f not in landing and f in quiet)
         models = self.realised_models if realised and self.realised_models is not None else self.models
-        return models[stance, stance if landing and self.impulse else (), measured]
+        damped = ()
+        if self.landing_time > 0.0 and stance_time is not None:
+            down = landed if landed is not None else contacts
+            damped = tuple(
+                f
+                for f, c, s, d in zip(feet, contacts, stance_time, down, strict=True)
+                if c and d and s < self.landing_time - 1e-9
+            )
+        impulse = self.impulse if start else self.touchdown_impulse
+        return models[stance, stance if landing and impulse else (), measured, damped]
 
     def realised(self, knot: GridKnot) -> bool:
         """Whether the interval from ``knot`` has the realised-acceleration accelerometer: with
@@ -308,7 +327,18 @@ class ProblemBuilder:
             held = self.held(knots[i + 1] if knot.detector_start else knot)
             if knot.detector_start:  # the impulse of its stance feet
                 prev_contacts = (False,) * len(held)
-            running.append(self.interval_model(held, prev_contacts, knot.measured, self.realised(knot)))
+            own = knots[i + 1] if knot.detector_start else knot
+            running.append(
+                self.interval_model(
+                    held,
+                    prev_contacts,
+                    knot.measured,
+                    self.realised(knot),
+                    own.stance_time,
+                    knot.detector_start,
+                    own.landed,
+                )
+            )
             prev_contacts = held
         return running, self.interval_model(self.held(knots[-1]), None, knots[-1].measured)
 

@@ -23,7 +23,9 @@ class GridConfig:
     window: float = 0.2  #: window length, s
     tick_period: float = 0.05  #: sensor time between two solves, s
     max_gap: float = 0.1  #: a sensor gap longer than this restarts the window, s
-    impulse_on_touchdown: bool = True  #: apply the impulse (reset) map when a foot lands
+    #: apply the impulse (reset) map when a foot lands (only with dynamics.landing_damping 0) and to the feet the
+    #: contact detector (re)starts on
+    impulse_on_touchdown: bool = True
 
     @property
     def n_intervals(self) -> int:
@@ -299,8 +301,16 @@ class DynamicsConfig:
     #: contact.settle_time after the touch-down to the lift-off, 'unloading' the detected feet except an aged foot
     #: that is no longer settled (ablations: every set but 'detected' measured worse, docs/localisation.md)
     rigid_contacts: str = "detected"
+    #: 1/s: > 0 lands a foot over time instead of by the impulse map: a foot that touched down (not one the contact
+    #: detector started on) has the velocity gain J a = -γ - landing_damping J v for its first ``landing_time`` s of
+    #: stance (its velocity decays at this rate, a soft foot's ~13 ms), and touch-downs apply no impulse; 0 = the
+    #: impulse at touch-down (``grid.impulse_on_touchdown``). Chosen on the realism suite (docs/realism.md session 18)
+    landing_damping: float = 75.0
+    landing_time: float = 0.05  #: s of stance with the landing damping (``landing_damping`` > 0 only)
 
     def __post_init__(self):
+        if not (0.0 <= self.landing_damping < 1e4) or not (0.0 < self.landing_time <= 10.0):
+            raise ValueError("need 0 <= landing_damping < 1e4 (1/s) and 0 < landing_time <= 10 (s)")
         if self.model not in DYNAMICS_MODELS:
             raise ValueError(f"dynamics model must be one of {DYNAMICS_MODELS}, got {self.model!r}")
         if self.rigid_contacts not in RIGID_CONTACT_SETS:

@@ -45,6 +45,9 @@ class GridKnot:
     detector_start: bool = False
     #: s each foot has been down (ContactDetector.stance_time, 0 in the air); None = not known
     stance_time: tuple[float, ...] | None = None
+    #: stance feet whose stance began with a touch-down, not at the detector's start (ContactDetector.landed); None =
+    #: not known (every stance foot)
+    landed: tuple[bool, ...] | None = None
 
     def down_for(self, duration: float) -> tuple[bool, ...]:
         """The feet down for at least ``duration`` s (the contacts where that is not known)."""
@@ -57,9 +60,10 @@ class GridKnot:
         """The feet whose zero-velocity pseudo-measurement is used at this knot."""
         return self.contacts if self.settled is None else self.settled
 
-    def with_contact(self, foot: int, down: bool, since: float) -> GridKnot:
+    def with_contact(self, foot: int, down: bool, since: float, landed: bool = True) -> GridKnot:
         """A copy with foot ``foot``'s flag set to ``down`` from time ``since`` (s; its stance time counts from
-        there); a relabelled foot is neither settled nor aged (it has just landed or lifted)."""
+        there); a relabelled foot is neither settled nor aged (it has just landed or lifted); ``landed``: a stance
+        that began with a touch-down (not at the detector's start)."""
 
         def set_(flags, value):
             return None if flags is None else tuple(value if i == foot else f for i, f in enumerate(flags))
@@ -71,6 +75,7 @@ class GridKnot:
             settled=set_(self.settled, False),
             aged=set_(self.aged, False),
             stance_time=set_(self.stance_time, stance),
+            landed=set_(self.landed, down and landed),
         )
 
 
@@ -168,8 +173,9 @@ class SlidingWindow:
             settled = tuple(bool(f) for f in self.detector.settled(t, np.asarray(flags), forces))
             aged = tuple(bool(f) for f in self.detector.aged)
             stance_time = tuple(float(s) for s in self.detector.stance_time)
+            landed = tuple(bool(f) for f in self.detector.landed)
             start = not self.knots  # emptied only by restart(), which resets the detector
-            self.knots.append(GridKnot(t, joint, imu, flags, forces, settled, aged, start, stance_time))
+            self.knots.append(GridKnot(t, joint, imu, flags, forces, settled, aged, start, stance_time, landed))
             self.n_created += 1
             created += 1
         return created
@@ -187,5 +193,7 @@ class SlidingWindow:
                 knot = self.knots[j]
                 if knot.t < onset[foot] - 1e-9 or knot.t < self._snapshot_t - 1e-9 or knot.detector_start:
                     break
-                self.knots[j] = knot.with_contact(foot, down, onset[foot])
+                self.knots[j] = knot.with_contact(
+                    foot, down, onset[foot], bool(onset[foot] > self.detector.start_time + 1e-9)
+                )
                 self.backdated += 1

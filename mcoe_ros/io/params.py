@@ -183,7 +183,8 @@ _TABLE: tuple[Param, ...] = (
     Param(
         "estimator.impulse_on_touchdown",
         "estimator.grid.impulse_on_touchdown",
-        "apply the impulse (reset) map when a foot lands",
+        "apply the impulse (reset) map when a foot lands (only with dynamics.landing_damping 0) and to the feet the"
+        " contact detector (re)starts on",
     ),
     Param(
         "estimator.payload_estimator",
@@ -475,6 +476,17 @@ _TABLE: tuple[Param, ...] = (
         " settled ones, or detected ones from contact.settle_time after touch-down",
         ("detected", "settled", "delayed", "unloading"),
     ),
+    Param(
+        "dynamics.landing_damping",
+        "estimator.dynamics.landing_damping",
+        "rigid model: > 0 lands a foot over time instead of by the impulse: its contact velocity decays at this rate"
+        " for its first dynamics.landing_time of stance, 1/s (0 = impulse at touch-down)",
+    ),
+    Param(
+        "dynamics.landing_time",
+        "estimator.dynamics.landing_time",
+        "rigid model: stance time with the landing damping (dynamics.landing_damping > 0), s",
+    ),
     # solver
     Param("solver.max_iterations", "estimator.solver.max_iterations", "solver iterations per tick"),
     Param(
@@ -619,6 +631,8 @@ _BOUNDS = {
     **{f"dynamics.soft_{n}": POSITIVE for n in ("time_constant", "smoothing")},
     "dynamics.ground_height": (-10.0, 10.0, True),
     "dynamics.newton_max_iterations": (1, None, True),
+    "dynamics.landing_damping": (0.0, 1e4, True),
+    "dynamics.landing_time": (0.0, 10.0, False),
     "solver.max_iterations": (1, None, True),
     "solver.max_iterations_cold": (1, None, True),
     "solver.cold_iterations_per_tick": (0, None, True),

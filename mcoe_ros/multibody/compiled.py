@@ -13,9 +13,9 @@ velocities, multiple-shooting rollout) and is tested against them on the same pr
   :meth:`CompiledSolver.terminal_covariance` and a thread-safe :meth:`CompiledSolver.request_stop`. The solve
   releases the GIL. Built from a Python :class:`EstimationProblem` (which is only read: models, prior, inputs).
 
-:func:`unsupported` names what the compiled path does not cover (Baumgarte gains, LOCAL_WORLD_ALIGNED contact
-frames, restitution, other measurement kinds, full process noise, non-multiple rollouts, the leg mass scale); callers
-fall back to the Python reference then.
+:func:`unsupported` names what the compiled path does not cover (the Baumgarte position gain, LOCAL_WORLD_ALIGNED
+contact frames, restitution, other measurement kinds, full process noise, non-multiple rollouts, the leg mass scale);
+callers fall back to the Python reference then.
 """
 
 from __future__ import annotations
@@ -100,8 +100,8 @@ def unsupported(model: MultibodyIntervalModel) -> str | None:
         return "soft-contact dynamics (Python reference only)"
     if dyn.layout.leg_mass:
         return "leg mass scale (payload.leg_mass, Python reference only)"
-    if dyn.kp != 0.0 or dyn.kd != 0.0:
-        return "Baumgarte gains"
+    if dyn.kp != 0.0:
+        return "Baumgarte position gain"
     if dyn.reference_frame != pin.ReferenceFrame.LOCAL:
         return "contact frame other than LOCAL"
     if dyn.restitution != 0.0:
@@ -158,6 +158,8 @@ class CompiledModels:
             eps,
             layout.gyro_bias,
             layout.acc_bias,
+            [fid[f] for f in dyn.damped] if dyn.kd != 0.0 else [],
+            dyn.kd,
         )
         for meas in model.measurements:
             bias = getattr(meas, "bias", None)

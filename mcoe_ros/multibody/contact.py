@@ -127,6 +127,11 @@ class ContactDetector:
         self.onset = np.full(nf, np.nan)
         #: stance feet down for at least settle_time at the last call of settled() (nfeet,)
         self.aged = np.zeros(nf, dtype=bool)
+        #: s, the first update since the (re)start; stances that begin later are landings (nan: none yet)
+        self.start_time = np.nan
+        #: stance feet whose stance began with a touch-down after the start, at the last call of settled() (nfeet,;
+        #: the feet the detector starts on did not land)
+        self.landed = np.zeros(nf, dtype=bool)
         #: s each foot had been down at the last call of settled() (nfeet,; 0 in the air)
         self.stance_time = np.zeros(nf)
         self.forces = np.zeros((nf, 3))
@@ -170,6 +175,8 @@ class ContactDetector:
         self._stance_since[:] = np.nan
         self.onset[:] = np.nan
         self.stance_time[:] = 0.0
+        self.start_time = np.nan
+        self.landed[:] = False
 
     def settled(self, t: float, flags: np.ndarray, forces: np.ndarray) -> np.ndarray:
         """Which stance feet of ``flags`` (nfeet,) at time t (s) are settled: in contact for at least
@@ -187,6 +194,7 @@ class ContactDetector:
         mean = float(fz[flags].mean()) if flags.any() else 0.0
         self.stance_time = np.where(flags, t - since, 0.0)
         self.aged = flags & (self.stance_time >= cfg.settle_time - 1e-9)
+        self.landed = flags & (since > self.start_time + 1e-9)  # nan start: compares False
         return self.aged & (fz >= cfg.settle_fraction * mean)
 
     def estimate_forces(
@@ -385,6 +393,8 @@ class ContactDetector:
     def update(self, t: float, forces: np.ndarray, foot_force=None) -> np.ndarray:
         """Advance the hysteresis with forces (nfeet, 3) at time t; returns the boolean flags (nfeet,)."""
         cfg = self.config
+        if np.isnan(self.start_time):
+            self.start_time = t
         fz = forces[:, 2]
         want_on = fz > cfg.force_on
         want_off = fz < cfg.force_off

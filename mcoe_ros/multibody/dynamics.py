@@ -24,7 +24,9 @@ One step of length dt (seconds), in this order:
 
 Contacts: world-anchored points. Baumgarte gains (kp 1/s^2, kd 1/s) default 0 (pure acceleration-level
 constraint J a = -gamma, no drift correction: the estimator's states are free to drift by w anyway and
-gains would add stiffness to f_x). kd acts on the foot velocity. kp acts only when the builder sets
+gains would add stiffness to f_x). kd acts on the foot velocity of the ``damped`` contacts (default: every contact):
+J_i a = -gamma_i - kd J_i v, a foot whose velocity decays at the rate kd (1/s) -- a *landing over time*, the
+estimator's alternative to the impulse (``dynamics.landing_damping``). kp acts only when the builder sets
 explicit world anchors ``data.anchors`` (n_contacts, 3); without anchors the contact is anchored at
 the foot's current position, whose position error is identically zero, so kp is (exactly) dropped.
 
@@ -110,6 +112,7 @@ class PhaseDynamicsModel:
         restitution: float = 0.0,
         actuator: ActuatorModel | None = None,
         layout: ParameterLayout | None = None,
+        damped: Sequence[str] | None = None,
     ):
         layout = layout or ParameterLayout(n_actuator=actuator.n_params if actuator else 0)
         if (actuator.n_params if actuator else 0) != layout.n_actuator:
@@ -124,6 +127,10 @@ class PhaseDynamicsModel:
         self.robot = robot
         self.contacts = tuple(contacts)
         self.impulse = tuple(impulse)
+        #: contacts whose constraint has the velocity gain kd (None: every contact)
+        self.damped = self.contacts if damped is None else tuple(damped)
+        if not set(self.damped) <= set(self.contacts):
+            raise ValueError(f"damped feet {self.damped} must be contacts {self.contacts}")
         self.dt = float(dt)
         self.reference_frame = reference_frame
         self.kp, self.kd = float(kp), float(kd)
@@ -216,7 +223,7 @@ class PhaseDynamicsModel:
             )
             cm.name = name
             cm.m_baumgarte_parameters.Kp = kp
-            cm.m_baumgarte_parameters.Kd = self.kd
+            cm.m_baumgarte_parameters.Kd = self.kd if name in self.damped else 0.0
             cms.append(cm)
         return cms
 

@@ -201,12 +201,14 @@ def _canonical(robot: RobotModel, feet: Sequence[str]) -> tuple[str, ...]:
 
 
 class IntervalModelCache(dict):
-    """Interval models per phase, created on first use: ``cache[contacts, impulse, measured]`` (tuples of foot names).
+    """Interval models per phase, created on first use: ``cache[contacts, impulse, measured, damped]`` (tuples of
+    foot names; ``damped``: the contacts whose constraint has the options' velocity gain ``kd``, a landing over time).
 
     Every model has the shared sensor ``measurements`` plus, for each foot in ``measured``, a zero-velocity
     pseudo-measurement (:class:`~mcoe_ros.multibody.measurements.ContactVelocity`, std ``foot_velocity_std``,
     leg odometry). Keys are canonicalised to ``robot.foot_names`` order, so ``cache[("FR_foot", "FL_foot"), (), ()]``
-    and ``cache[("FL_foot", "FR_foot"), (), ()]`` are the same model; a 2-tuple key means no measured feet.
+    and ``cache[("FL_foot", "FR_foot"), (), ()]`` are the same model; a 2-tuple key means no measured feet, a 3-tuple
+    no damped ones.
     """
 
     def __init__(
@@ -226,21 +228,25 @@ class IntervalModelCache(dict):
                 for name, fid in zip(robot.foot_names, robot.foot_frame_ids, strict=True)
             }
 
-    def _key(self, key: tuple) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    def _key(self, key: tuple) -> tuple[tuple[str, ...], ...]:
         contacts, impulse, *rest = key
         measured = rest[0] if rest else ()
+        damped = rest[1] if len(rest) > 1 else ()
         if self.options.get("soft_contact") is not None:
-            impulse = ()  # the soft contact absorbs landings: no reset map
-        return tuple(_canonical(self.robot, feet) for feet in (contacts, impulse, measured))
+            impulse = damped = ()  # the soft contact absorbs landings: no reset map, no landing damping
+        return tuple(_canonical(self.robot, feet) for feet in (contacts, impulse, measured, damped))
 
     def __getitem__(self, key: tuple) -> MultibodyIntervalModel:
         return super().__getitem__(self._key(key))
 
-    def __missing__(self, key: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]) -> MultibodyIntervalModel:
-        contacts, impulse, measured = key
+    def __missing__(self, key: tuple[tuple[str, ...], ...]) -> MultibodyIntervalModel:
+        contacts, impulse, measured, damped = key
         if measured and not self.foot_measurements:
             raise ValueError("measured feet need a foot_velocity_std")
         meas = self.measurements + [self.foot_measurements[f] for f in measured]
-        model = MultibodyIntervalModel(self.robot, contacts, self.dt, meas, impulse, **dict(self.options))
+        options = dict(self.options)
+        if options.get("soft_contact") is None:
+            options["damped"] = damped
+        model = MultibodyIntervalModel(self.robot, contacts, self.dt, meas, impulse, **options)
         self[key] = model
         return model
