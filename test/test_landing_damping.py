@@ -65,6 +65,10 @@ def test_landing_parameters_are_checked():
         with pytest.raises(ConfigError, match=name.replace(".", r"\.")):
             node_config({name: value})
     assert node_config({"dynamics.landing_damping": 25.0}).estimator.dynamics.landing_damping == 25.0
+    # k_d dt > 1: the damped foot's velocity would oscillate (semi-implicit Euler multiplies it by 1 - k_d dt)
+    with pytest.raises(ConfigError, match=r"'dynamics\.landing_damping'.*1 / estimator\.dt"):
+        node_config({"dynamics.landing_damping": 600.0})
+    assert node_config({"dynamics.landing_damping": 600.0, "estimator.dt": 0.001}).estimator.dynamics.landing_damping
 
 
 @pytest.fixture(scope="module")

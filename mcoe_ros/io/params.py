@@ -704,6 +704,9 @@ def check_config(cfg: NodeConfig) -> NodeConfig:
     if cfg.estimator.noise.touchdown_transient > grid.window - grid.tick_period + 1e-12:
         # the touch-down of every new interval's transient must still be in the window at the shift
         raise ConfigError("parameter 'noise.touchdown_transient' must not exceed estimator.window - tick_period")
+    if cfg.estimator.dynamics.landing_damping * grid.dt > 1.0:
+        # semi-implicit Euler: a damped foot's velocity is multiplied by 1 - k_d dt per step (oscillates beyond 1)
+        raise ConfigError("parameter 'dynamics.landing_damping' must be at most 1 / estimator.dt (a stable decay)")
     contact = cfg.estimator.contact
     if contact.force_off > contact.force_on:
         raise ConfigError("parameter 'contact.force_off' must not exceed contact.force_on")
