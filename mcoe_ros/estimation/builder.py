@@ -8,8 +8,11 @@ on their natural scale (the leg mass as the scale k = exp(theta) of the URDF leg
 
 A knot's interval model is chosen by its contact set (with ``dynamics.model`` 'soft' every foot is a soft contact and
 there is no impulse map; the contact set then only selects the zero-velocity pseudo-measurements): stance feet are rigid
-point contacts, a foot that lands (in contact now, not at the previous knot) starts a reset interval with the impulse
-map applied to the whole new stance set (so feet already down stay still through the impact), and every settled stance
+point contacts; a foot that lands (in contact now, not at the previous knot) is landed over time by default
+(``dynamics.landing_damping`` > 0: its contact damps the foot's velocity, J a = -γ - k_d J v, for its first
+``dynamics.landing_time`` of stance, no impulse; the feet the contact detector starts on are not landings,
+:attr:`GridKnot.landed`), or with ``dynamics.landing_damping`` 0 starts a reset interval with the impulse map applied
+to the whole new stance set (so feet already down stay still through the impact); and every settled stance
 foot that is not landing (:meth:`mcoe_ros.multibody.contact.ContactDetector.settled`: loaded, and past its touch-down
 transient) gets a zero-velocity pseudo-measurement (leg odometry). Inputs: u = joint torques, z = [q_j, v_j, gyro,
 quat wxyz, acc, 0 (stance foot velocities)] (the layout of
