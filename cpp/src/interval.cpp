@@ -150,7 +150,8 @@ void bodyTorqueRegressor(const PinModel& m, const PinData& kin, int j, Eigen::Re
 }  // namespace
 
 // the Jacobians of the point-contact dynamics a(q, v, tau) of constraintDynamics (Baumgarte Kp 0; a damped contact's
-// Kd adds kd times its point velocity to the constraint, IntervalModel::constraintModels) into pd.ddq_dq, pd.ddq_dv, pd.ddq_dtau (nv, nv), by Crocoddyl's KKT
+// Kd adds kd times its point velocity to the constraint, IntervalModel::constraintModels) into pd.ddq_dq, pd.ddq_dv,
+// pd.ddq_dtau (nv, nv), by Crocoddyl's KKT
 // route: the inverse dynamics' derivatives ID_x (nv, ndx) at (q, v, a) with the contact forces as external forces
 // (a, lambda held), the contact points' classical acceleration derivatives c_x (nc, ndx; LOCAL, a held) and
 // c_a = J (nc, nv); with G = P J M^-1 (nc, nv)
@@ -257,7 +258,8 @@ void jointBlockInverse(const PinModel& m, const Mat& B, Mat& out) {
 bool IntervalModel::sameDynamics(const IntervalModel& o) const {
   if (this == &o) return true;
   return contact_frames_ == o.contact_frames_ && impulse_frames_ == o.impulse_frames_ && dt == o.dt && mu_ == o.mu_ &&
-         damped_frames_ == o.damped_frames_ && kd_ == o.kd_ && accuracy_ == o.accuracy_ && max_iter_ == o.max_iter_ && payload_joint_ == o.payload_joint_ &&
+         damped_frames_ == o.damped_frames_ && kd_ == o.kd_ && accuracy_ == o.accuracy_ && max_iter_ == o.max_iter_ &&
+         payload_joint_ == o.payload_joint_ &&
          eps_ == o.eps_ && npi == o.npi && gyro_bias_ == o.gyro_bias_ && acc_bias_ == o.acc_bias_ &&
          equal(A_, o.A_) && equal(nominal_pi_, o.nominal_pi_) && equal(groups_, o.groups_) && model == o.model;
 }
