@@ -11,7 +11,9 @@ Case = scenario x payload x imperfection profile (seeds fixed: :data:`SEED`, or 
   quantisation, gyro/accelerometer biases with random walk) + actuator losses the reported torque does not include
   (:data:`mcoe_ros.sim.mjcf.REALISTIC_LOSSES`: damping 1/1.5/2 N m s/rad, Coulomb 0.2 N m, rotor inertia 0.01
   kg m^2) + soft round feet (:data:`mcoe_ros.sim.mjcf.SOFT_FEET`); ``sensors`` / ``losses`` / ``feet`` = one of
-  those three alone; ``kt`` = ``real`` + torque constant +3 % and offset 0.05 N m;
+  those three alone (``round-feet`` / ``soft-floor``: the two halves of ``feet``, round rolling feet on the clean
+  profile's floor / point feet on the soft floor; ``hard-floor`` = ``real`` on the clean profile's floor); ``kt`` =
+  ``real`` + torque constant +3 % and offset 0.05 N m;
   ``lighter`` / ``heavier`` = ``real`` on a robot whose link masses and inertias (trunk AND legs) are 5-10 % lower
   / higher than the URDF and whose trunk CoM is up to 1 cm off (:class:`mcoe_ros.sim.mjcf.MassMismatch`);
   ``trunk-lighter`` / ``trunk-heavier`` = the same with the TRUNK only differing (``--mismatch-links trunk``: same
@@ -114,6 +116,10 @@ PROFILES: dict[str, list[str]] = {
     "sensors": ["--realistic", *_NO_LOSSES, *_POINT_FEET],
     "losses": ["--noise", "0", *_LOSSES],
     "feet": ["--noise", "0", "--foot-condim", "6", "--contact-solref", "0.05", "1"],
+    # the two halves of ``feet`` (docs/localisation.md, session 19)
+    "round-feet": ["--noise", "0", "--foot-condim", "6"],
+    "soft-floor": ["--noise", "0", "--contact-solref", "0.05", "1"],
+    "hard-floor": ["--realistic", "--contact-solref", "0.02", "1"],
     "real": ["--realistic"],
     "kt": ["--realistic", "--torque-scale", "1.03", "--torque-offset", "0.05"],
     "lighter": ["--realistic", *_MISMATCH, "lighter"],

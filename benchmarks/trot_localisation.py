@@ -1,11 +1,12 @@
 """Localisation through a trot (issue 14, item 4): the ablation that names the cause of the trot drift, and the fix.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/trot_localisation.py [--keep DIR] [--only NAMES] [--json OUT]
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/trot_localisation.py [--keep DIR] [--only NAMES] [--json OUT] [--seed N]
 
 Simulates (or reuses, with ``--keep``) trot-in-place recordings of ``benchmarks/realism_suite.py``'s profiles (5 kg
-off-centre payload, seed 7: ``real`` = Go1-like noise, IMU biases, actuator losses and soft round feet on a soft
-floor; ``clean`` = perfect robot, point feet; ``feet`` = soft feet alone; ``sensors`` / ``losses`` = one
-imperfection alone) and prints, per case:
+off-centre payload, seed 7 or ``--seed``: ``real`` = Go1-like noise, IMU biases, actuator losses and soft round feet
+on a soft floor; ``clean`` = perfect robot, point feet; ``feet`` = soft feet alone, ``round-feet`` / ``soft-floor``
+its two halves; ``hard-floor`` = ``real`` on the clean floor; ``sensors`` / ``losses`` = one imperfection alone) and
+prints, per case:
 
 1. **Stance-foot kinematics against the truth** (ground-truth contact flags of the simulator, true base pose): how
    far the foot's frame (the centre of the foot sphere) sinks below its touch-down height during a stance and where
@@ -60,6 +61,9 @@ CASES = [
     rs.Case("trot", "5kg-off", "real", 10.0),
     rs.Case("trot", "5kg-off", "clean", 10.0),
     rs.Case("trot", "5kg-off", "feet", 10.0),
+    rs.Case("trot", "5kg-off", "round-feet", 10.0),
+    rs.Case("trot", "5kg-off", "soft-floor", 10.0),
+    rs.Case("trot", "5kg-off", "hard-floor", 10.0),
     rs.Case("trot", "5kg-off", "sensors", 10.0),
     rs.Case("trot", "5kg-off", "losses", 10.0),
     rs.Case("walk", "5kg-off", "real", 4.0),
@@ -188,7 +192,9 @@ def run_oe(bag: dict, overrides: dict, truth_flags: bool, with_ekf: bool) -> dic
     feed = SensorFeed(config, est)
     series, t0 = bag["series"], bag["t0"]
     history, knots, seen = [], [], 0
-    oldest = {}  #: knot time -> (knot, base velocity world axes) of the last solve that held it (before marginalised)
+    #: knot time -> (knot, base velocity world axes, configuration q) of the last solve that held it (before
+    #: marginalised)
+    oldest = {}
     wall = time.perf_counter()
     for k in range(len(series)):
         feed.sample(t0 + float(series.t[k]), series.q[k], series.dq[k], series.tau[k], *series.imu(k))
@@ -201,7 +207,7 @@ def run_oe(bag: dict, overrides: dict, truth_flags: bool, with_ekf: bool) -> dic
             for knot, x in zip(window[-len(xs) :], xs, strict=False):
                 q = x[3:7]
                 rot = pin.Quaternion(q[3], q[0], q[1], q[2]).toRotationMatrix()
-                oldest[knot.t] = (knot, rot @ x[nq : nq + 3])
+                oldest[knot.t] = (knot, rot @ x[nq : nq + 3], np.array(x[:nq]))
         new = est.window.n_created - seen
         seen = est.window.n_created
         if with_ekf and new > 0:
@@ -217,6 +223,7 @@ def run_oe(bag: dict, overrides: dict, truth_flags: bool, with_ekf: bool) -> dic
     if with_ekf:
         out["_knots"] = (knots, est.epoch or 0.0, est)
         out["velocity_attribution"] = velocity_attribution(bag, oldest, est.epoch or 0.0, est.dt)
+        out["foot_slide"] = foot_slide(bag, oldest, est.epoch or 0.0, est)
     return out
 
 
@@ -234,7 +241,7 @@ def velocity_attribution(bag: dict, oldest: dict, epoch: float, dt: float) -> di
     out = {}
     total = np.zeros(2)
     for t in sorted(oldest):
-        knot, v = oldest[t]
+        knot, v, _ = oldest[t]
         err = (v - truth_at(bag, t + epoch)[2])[:2]
         c, a, st = (np.array(f if f is not None else knot.contacts) for f in (knot.contacts, knot.aged, knot.settled))
         phase = PHASES[0] if (c & ~a).any() else PHASES[1] if (a & ~st).any() else PHASES[2]
@@ -254,6 +261,53 @@ def velocity_attribution(bag: dict, oldest: dict, epoch: float, dt: float) -> di
     }
     res["total_cm"] = 100.0 * float(np.linalg.norm(total))
     return res
+
+
+#: stance parts of :func:`foot_slide`
+STANCE_PARTS = ("before detection", "landing", "held")
+
+
+def foot_slide(bag: dict, oldest: dict, epoch: float, est: Estimator) -> dict:
+    """How far the stance feet move, estimated against true, per stance part, summed over every stance of the
+    simulator's flags (1 N) that the detector also flagged and that the recording does not cut: from the true
+    touch-down to the detected one ("before detection"), the next ``dynamics.landing_time`` ("landing"), the rest up
+    to the true lift-off ("held"). Estimated = the foot frame at the window's oldest solution of each knot; true = the
+    foot frame at the true base pose with the same joint angles (the estimate's; encoder noise is common to both).
+    Displacements in mm, odom / world axes (x, y, z)."""
+    robot = est.robot
+    times = np.array(sorted(oldest))
+    data = robot.create_data()
+    nf = len(robot.foot_frame_ids)
+    feet_est, feet_true = np.zeros((len(times), nf, 3)), np.zeros((len(times), nf, 3))
+    detected = np.zeros((len(times), nf), dtype=bool)
+    for j, t in enumerate(times):
+        knot, _, q = oldest[t]
+        detected[j] = knot.contacts
+        for out, base in ((feet_est, None), (feet_true, truth_at(bag, t + epoch))):
+            x = q.copy()
+            if base is not None:
+                x[:3], x[3:7] = base[0], base[1]
+            pin.framesForwardKinematics(robot.model, data, x)
+            out[j] = [data.oMf[f].translation for f in robot.foot_frame_ids]
+    truth = knot_truth_flags(bag, times + epoch)
+    landing = max(1, int(round(est.config.dynamics.landing_time / est.dt)))
+    sums = {part: {"est_mm": np.zeros(3), "true_mm": np.zeros(3)} for part in STANCE_PARTS}
+    stances = 0
+    for f in range(nf):
+        c = truth[:, f]
+        for on, off in zip(
+            np.flatnonzero(c & ~np.r_[False, c[:-1]]), np.flatnonzero(c & ~np.r_[c[1:], False]), strict=True
+        ):
+            seen = np.flatnonzero(detected[on : off + 1, f])
+            if on == 0 or off == len(c) - 1 or not len(seen):
+                continue
+            first = on + seen[0]
+            bounds = (on, first, min(first + landing, off), off)
+            for part, a, b in zip(STANCE_PARTS, bounds[:-1], bounds[1:], strict=True):
+                sums[part]["est_mm"] += 1e3 * (feet_est[b, f] - feet_est[a, f])
+                sums[part]["true_mm"] += 1e3 * (feet_true[b, f] - feet_true[a, f])
+            stances += 1
+    return {"stances": stances, **{k: {n: v.tolist() for n, v in d.items()} for k, d in sums.items()}}
 
 
 def knot_truth_flags(bag: dict, times: np.ndarray) -> np.ndarray:
@@ -383,6 +437,20 @@ def render(results: dict) -> str:
         lines.append(f"| {name} | total | 100 | | {att['total_cm']:.2f} | |")
     lines += [
         "",
+        "### Stance-foot displacement, estimated vs true (first OE row; mm summed over the stances, x / y / z)",
+        "",
+        "| case | stances | part | estimated | true |",
+        "|---|---|---|---|---|",
+    ]
+    for name, res in results.items():
+        slide = next((r["foot_slide"] for r in res["rows"].values() if "foot_slide" in r), None)
+        if not slide:
+            continue
+        for part in STANCE_PARTS:
+            est, true = (" / ".join(f"{v:+.0f}" for v in slide[part][k]) for k in ("est_mm", "true_mm"))
+            lines.append(f"| {name} | {slide['stances']} | {part} | {est} | {true} |")
+    lines += [
+        "",
         "### Localisation",
         "",
         "| case | method | final error cm (xy / z) | ATE cm | drift % of xy path | height RMS cm | mass error % | "
@@ -408,6 +476,7 @@ def main() -> int:
     ap.add_argument("--only", default="", help="comma-separated case names (substring match)")
     ap.add_argument("--rows", default="", help="comma-separated OE row names to run (substring match; default all)")
     ap.add_argument("--json", default="", help="write the results as JSON")
+    ap.add_argument("--seed", type=int, default=rs.SEED, help="simulation seed (default: the suite's)")
     args = ap.parse_args()
     cases = [c for c in CASES if not args.only or any(s in c.name for s in args.only.split(","))]
     rows = [r for r in OE_ROWS if not args.rows or any(s in r[0] for s in args.rows.split(","))]
@@ -416,7 +485,7 @@ def main() -> int:
         root = args.keep or tmp
         os.makedirs(root, exist_ok=True)
         for case in cases:
-            bag = read_bag(rs.make_case_bag(case, root))
+            bag = read_bag(rs.make_case_bag(case, root, args.seed))
             res = {"rows": {}}
             for i, (name, overrides, truth) in enumerate(rows):
                 out = run_oe(bag, overrides, truth, with_ekf=i == 0)
@@ -435,7 +504,7 @@ def main() -> int:
     print()
     print(render(results))
     uptime = subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
-    print(f"\n`uptime`: {uptime}")
+    print(f"\nseed {args.seed}; `uptime`: {uptime}")
     return 0
 
 

@@ -57,3 +57,26 @@ def test_no_phantom_check_compares_the_published_payload_with_the_trunk_deviatio
     line = text.splitlines()[1]
     assert f"published payload {-0.38 + error_kg:+.3f} kg vs trunk deviation -0.380 kg" in line
     assert label in line and line.endswith(f"-> {verdict} (<= 0.1 kg)")
+
+
+def test_round_feet_and_soft_floor_split_the_feet_profile(suite):
+    """The two halves of ``feet`` (docs/localisation.md, session 19): each changes one contact property of the clean
+    robot, and together they are ``feet``'s contact."""
+    import dataclasses
+
+    def contact(profile):
+        argv = ["--scenario", "stand:1", *suite.PROFILES[profile], "--seed", str(suite.SEED), "--out", "x"]
+        cfg = config_from_args(build_parser().parse_args(argv))
+        return cfg, cfg.contact
+
+    (clean_cfg, clean), (_, feet) = contact("clean"), contact("feet")
+    (round_cfg, round_feet), (floor_cfg, soft_floor) = contact("round-feet"), contact("soft-floor")
+    assert round_feet == dataclasses.replace(clean, foot_condim=feet.foot_condim) != clean
+    assert soft_floor == dataclasses.replace(clean, solref=feet.solref) != clean
+    assert feet == dataclasses.replace(clean, foot_condim=feet.foot_condim, solref=feet.solref)
+    for cfg in (round_cfg, floor_cfg):
+        assert (cfg.noise, cfg.losses) == (clean_cfg.noise, clean_cfg.losses)
+    # real on the clean profile's floor: everything else is real's
+    (real_cfg, real), (hard_cfg, hard) = contact("real"), contact("hard-floor")
+    assert hard == dataclasses.replace(real, solref=clean.solref) != real
+    assert (hard_cfg.noise, hard_cfg.losses) == (real_cfg.noise, real_cfg.losses)
