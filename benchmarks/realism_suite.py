@@ -5,7 +5,8 @@ prints one table (and writes it to ``docs/realism.md`` with ``--doc``):
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/realism_suite.py --quick [--keep DIR] [--doc docs/realism.md]
 
-Case = scenario x payload x imperfection profile (seeds fixed: :data:`SEED`, or ``--seed N``):
+Case = scenario x payload x imperfection profile (seeds fixed: :data:`SEED`, or ``--seed N``; ``--profile P`` runs the
+selected ``real`` cases on profile P instead):
 
 * profiles: ``real`` = nominal URDF + Go1-like sensors (:data:`mcoe_ros.sim.sensors.REALISTIC_NOISE`: noise,
   quantisation, gyro/accelerometer biases with random walk) + actuator losses the reported torque does not include
@@ -61,7 +62,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import mujoco
 import numpy as np
@@ -199,6 +200,19 @@ class Result:
     ate_cm: float | None = None
     drift_pct: float | None = None
     extra: dict = field(default_factory=dict)
+
+
+def select_cases(quick: bool, only: str = "", profile: str = "") -> list[Case]:
+    """The quick or full case list, filtered by ``only`` (comma-separated substrings of the case names); with a
+    ``profile``, the selected cases of the ``real`` profile on that profile instead (the others dropped)."""
+    cases = quick_cases() if quick else full_cases()
+    if only:
+        cases = [c for c in cases if any(s in c.name for s in only.split(","))]
+    if profile:
+        if profile not in PROFILES:
+            raise ValueError(f"unknown profile {profile!r} (one of {sorted(PROFILES)})")
+        cases = [replace(c, profile=profile) for c in cases if c.profile == "real"]
+    return cases
 
 
 def make_case_bag(case: Case, root: str, seed: int = SEED) -> str:
@@ -406,11 +420,16 @@ def main() -> int:
         help="parameter override of the OE (and OE+m) runs, flat name of mcoe_ros/io/params.py, YAML value"
         " (e.g. --set dynamics.model=soft --set actuator.enabled=false); repeatable",
     )
+    ap.add_argument(
+        "--profile",
+        default="",
+        choices=["", *PROFILES],
+        help="run the selected cases of the `real` profile on this profile instead (the other cases are dropped),"
+        " e.g. hard-floor",
+    )
     args = ap.parse_args()
     overrides = parse_overrides(args.set)
-    cases = quick_cases() if args.quick else full_cases()
-    if args.only:
-        cases = [c for c in cases if any(s in c.name for s in args.only.split(","))]
+    cases = select_cases(args.quick, args.only, args.profile)
     robot = RobotModel()
     regressor = PayloadRegressor(robot)
     rows, ident, all_results = [], [], {}

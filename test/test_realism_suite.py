@@ -80,3 +80,16 @@ def test_round_feet_and_soft_floor_split_the_feet_profile(suite):
     (real_cfg, real), (hard_cfg, hard) = contact("real"), contact("hard-floor")
     assert hard == dataclasses.replace(real, solref=clean.solref) != real
     assert (hard_cfg.noise, hard_cfg.losses) == (real_cfg.noise, real_cfg.losses)
+
+
+def test_profile_option_runs_the_real_cases_on_another_floor(suite):
+    real = suite.select_cases(False, "squat-sway_5kg-off_real,walk_5kg-off_real,squat-sway_5kg-off_clean")
+    assert sorted(c.name for c in real) == [
+        "squat-sway_5kg-off_clean_4s",
+        "squat-sway_5kg-off_real_4s",
+        "walk_5kg-off_real_4s",
+    ]
+    hard = suite.select_cases(False, "squat-sway_5kg-off_real,walk_5kg-off_real,squat-sway_5kg-off_clean", "hard-floor")
+    assert sorted(c.name for c in hard) == ["squat-sway_5kg-off_hard-floor_4s", "walk_5kg-off_hard-floor_4s"]
+    with pytest.raises(ValueError, match="unknown profile 'marble'"):
+        suite.select_cases(True, "", "marble")
