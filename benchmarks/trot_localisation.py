@@ -44,7 +44,7 @@ from mcoe_ros.estimation.leg_odometry import LegKinematicsEkf
 from mcoe_ros.io.bag import iter_messages, time_ns_of
 from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.io.params import node_config
-from mcoe_ros.multibody.robot import RobotModel
+from mcoe_ros.multibody.robot import GO1_FOOT_SOLE, RobotModel
 from mcoe_ros.testing.contacts import TruthDetector
 from mcoe_ros.testing.datasets import load_bag
 from mcoe_ros.testing.scripts import load_benchmark
@@ -87,6 +87,8 @@ OE_ROWS = [
     ("OE landing damped 75 1/s for 50 ms", {"dynamics.landing_damping": 75.0, "dynamics.landing_time": 0.05}, False),
     ("OE landing damped 100 1/s for 50 ms", {"dynamics.landing_damping": 100.0, "dynamics.landing_time": 0.05}, False),
     ("OE landing by the impulse", {"dynamics.landing_damping": 0.0}, False),
+    # the contact at the bottom of the round foot, the point it rolls on (robot.foot_contact_offset, session 19)
+    ("OE contact at the foot's sole", {"robot.foot_contact_offset": list(GO1_FOOT_SOLE)}, False),
     ("OE without ground height and settled feet", {**OLD_JOINT, **NO_GROUND, **NO_SETTLE}, False),
     ("OE without ground height and settled feet, true contact flags", {**OLD_JOINT, **NO_GROUND, **NO_SETTLE}, True),
     ("OE + ground height only", {**OLD_JOINT, **NO_SETTLE}, False),

@@ -121,6 +121,12 @@ _TABLE: tuple[Param, ...] = (
         "estimator.robot.foot_radius",
         "radius of the round feet around the foot frames (their rolling enters the published x, y covariance), m",
     ),
+    Param(
+        "robot.foot_contact_offset",
+        "estimator.robot.foot_contact_offset",
+        "contact point of every foot in its foot frame (x, y, z), m; [0, 0, 0] = the foot frame (a round foot's "
+        "centre), the bottom of the foot sphere at the stance orientation = the point that rolls on the ground",
+    ),
     Param("robot.hw_joint_names", "estimator.robot.hw_joint_names", "joint names in the hardware (LowState) order"),
     # inputs
     Param(
@@ -581,6 +587,7 @@ POSITIVE, NONNEGATIVE = (0.0, None, False), (0.0, None, True)
 _BOUNDS = {
     "robot.armature": NONNEGATIVE,
     "robot.foot_radius": (0.0, 0.2, True),
+    "robot.foot_contact_offset": (-0.2, 0.2, True),
     "input.low_state_period": POSITIVE,
     "output.diagnostics_period": POSITIVE,
     "output.stale_timeout": POSITIVE,

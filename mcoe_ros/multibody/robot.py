@@ -26,6 +26,9 @@ GO1_UNITREE_JOINT_ORDER: tuple[str, ...] = tuple(
     f"{leg}_{part}_joint" for leg in ("FR", "FL", "RR", "RL") for part in ("hip", "thigh", "calf")
 )
 GO1_URDF = "go1_description/urdf/go1.urdf"
+#: the bottom of the Go1's 0.02 m foot sphere in its foot frame, m, at the calf's stance pitch (world up = (0.75, 0,
+#: 0.66) in the foot frame, within a few degrees on every gait of the realism suite): a ``foot_contact_offset``
+GO1_FOOT_SOLE: tuple[float, float, float] = (-0.015, 0.0, -0.0132)
 
 
 def find_robot_data_file(relpath: str) -> str:
@@ -74,6 +77,11 @@ class RobotSpec:
     #: a foot rolling by φ moves the modelled contact by r φ (published horizontal covariance,
     #: :mod:`mcoe_ros.estimation.drift`); 0 = point feet
     foot_radius: float = 0.02
+    #: the contact point of every foot in its foot frame, m (3,): (0, 0, 0) = the foot frame itself (a round foot's
+    #: centre). A point fixed in the foot at the sphere's bottom for the stance orientation is the material point that
+    #: rolls on the ground: still while the foot rolls, where the centre moves by r φ (docs/localisation.md, session
+    #: 19). The contacts, the leg kinematics and the contact detector use these points (frames ``<foot>_contact``)
+    foot_contact_offset: tuple[float, float, float] = (0.0, 0.0, 0.0)
     hw_joint_names: tuple[str, ...] = GO1_UNITREE_JOINT_ORDER  #: joint names in the hardware's order
     extra: dict = field(default_factory=dict)
 
@@ -124,7 +132,7 @@ class RobotModel:
         self.joint_map = JointMap(self.joint_names, list(self.spec.hw_joint_names or self.joint_names))
         self.base_frame_id = self._frame(self.spec.base_frame)
         self.imu_frame_id = self._frame(self.spec.imu_frame) if self.spec.imu_frame else -1
-        self.foot_frame_ids = [self._frame(f) for f in self.spec.foot_frames]
+        self.foot_frame_ids = self._contact_frames([self._frame(f) for f in self.spec.foot_frames])
         self.foot_names = list(self.spec.foot_frames)
         self.foot_map = JointMap(self.foot_names, self._hw_foot_order())  #: per-foot arrays (e.g. foot_force)
         arm = np.broadcast_to(np.asarray(self.spec.armature, dtype=float), (self.nj,))
@@ -155,6 +163,23 @@ class RobotModel:
                 (first_hw_index(f), n) for f, n in zip(self.foot_frame_ids, self.foot_names, strict=True)
             )
         ]
+
+    def _contact_frames(self, feet: list[int]) -> list[int]:
+        """The feet's contact frames: the foot frames themselves, or (``spec.foot_contact_offset`` ≠ 0) a frame
+        ``<foot>_contact`` per foot at that offset in the foot frame, added to the model (so the C++ robot, built from
+        the serialised model, has them too)."""
+        offset = np.asarray(self.spec.foot_contact_offset, dtype=float)
+        if offset.shape != (3,) or not np.all(np.isfinite(offset)):
+            raise ValueError(f"foot contact offset must be 3 finite numbers (m), got {self.spec.foot_contact_offset!r}")
+        if not offset.any():
+            return feet
+        out = []
+        for fid in feet:
+            foot = self.model.frames[fid]
+            placement = foot.placement * pin.SE3(np.eye(3), offset)
+            frame = pin.Frame(f"{foot.name}_contact", foot.parentJoint, fid, placement, pin.FrameType.OP_FRAME)
+            out.append(self.model.addFrame(frame, False))
+        return out
 
     def _frame(self, name: str) -> int:
         if not self.model.existFrame(name):

@@ -135,7 +135,7 @@ class ImplicitSoftContactModel:
             if name not in robot.foot_names:
                 raise ValueError(f"unknown foot '{name}' (robot feet: {robot.foot_names})")
         model = robot.model
-        self.foot_ids = [model.getFrameId(name) for name in self.feet]
+        self.foot_ids = [robot.foot_frame_ids[robot.foot_names.index(name)] for name in self.feet]  # contact points
         self.state = StateMultibody(model)
         self.nq, self.nv, self.nj = model.nq, model.nv, robot.nj
         self.ndx, self.npi, self.nu, self.nr = 2 * self.nv, 10, robot.nj, 2 * self.nv
