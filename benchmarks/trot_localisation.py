@@ -401,6 +401,16 @@ def fmt(v, spec=".2f") -> str:
     return "n/a" if v is None else format(v, spec)
 
 
+def first_row_results(results: dict, key: str) -> list[tuple[str, dict]]:
+    """(case name, the first OE row's ``key`` entry) of the cases that have one (the diagnostics of the first row)."""
+    out = []
+    for name, res in results.items():
+        entry = next((r[key] for r in res["rows"].values() if key in r), None)
+        if entry:
+            out.append((name, entry))
+    return out
+
+
 def render(results: dict) -> str:
     lines = [
         "### Stance-foot kinematics against the truth (simulator flags, true base pose)",
@@ -425,10 +435,7 @@ def render(results: dict) -> str:
         "along the total cm |",
         "|---|---|---|---|---|---|",
     ]
-    for name, res in results.items():
-        att = next((r["velocity_attribution"] for r in res["rows"].values() if "velocity_attribution" in r), None)
-        if not att:
-            continue
+    for name, att in first_row_results(results, "velocity_attribution"):
         for phase in PHASES:
             a = att.get(phase)
             if a:
@@ -444,10 +451,7 @@ def render(results: dict) -> str:
         "| case | stances | part | estimated | true |",
         "|---|---|---|---|---|",
     ]
-    for name, res in results.items():
-        slide = next((r["foot_slide"] for r in res["rows"].values() if "foot_slide" in r), None)
-        if not slide:
-            continue
+    for name, slide in first_row_results(results, "foot_slide"):
         for part in STANCE_PARTS:
             est, true = (" / ".join(f"{v:+.0f}" for v in slide[part][k]) for k in ("est_mm", "true_mm"))
             lines.append(f"| {name} | {slide['stances']} | {part} | {est} | {true} |")
