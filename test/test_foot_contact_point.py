@@ -53,8 +53,9 @@ def test_a_bad_offset_is_an_error(bad):
 
 def test_config_bounds_name_the_parameter():
     assert tuple(node_config({"robot.foot_contact_offset": list(SOLE)}).estimator.robot.foot_contact_offset) == SOLE
-    with pytest.raises(ConfigError, match="robot.foot_contact_offset"):
-        node_config({"robot.foot_contact_offset": [0.0, 0.0, -0.5]})
+    for bad in ([0.0, 0.0, -0.5], [0.0, -0.01]):
+        with pytest.raises(ConfigError, match="robot.foot_contact_offset"):
+            node_config({"robot.foot_contact_offset": bad})
 
 
 @pytest.mark.skipif(not compiled.available(), reason=f"extension not built: {compiled.IMPORT_ERROR}")

@@ -702,6 +702,8 @@ def _within(v, bounds) -> bool:
 def check_config(cfg: NodeConfig) -> NodeConfig:
     """Cross-checks between parameters (each error names a parameter); returns ``cfg``."""
     grid = cfg.estimator.grid
+    if len(cfg.estimator.robot.foot_contact_offset) != 3:
+        raise ConfigError("parameter 'robot.foot_contact_offset' must be 3 numbers (x, y, z in the foot frame, m)")
     if grid.window < 5 * grid.dt:
         raise ConfigError(f"parameter 'estimator.window' must be at least 5 grid steps (5 x {grid.dt:g} s)")
     if not grid.dt <= grid.tick_period <= grid.window:
