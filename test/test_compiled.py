@@ -31,6 +31,7 @@ from mcoe_ros.ocp.problem import (
     StackedParametrization,
 )
 from mcoe_ros.ocp.solver import MCOESolver, SolverOptions
+from mcoe_ros.testing.compare import assert_close
 from mcoe_ros.testing.go1 import go1_velocity_window, go1_window, payload_pi, perturbed, standing_state
 
 pytestmark = pytest.mark.skipif(not compiled.available(), reason=f"extension not built: {compiled.IMPORT_ERROR}")
@@ -53,12 +54,7 @@ REPLAY_ACTUATOR_TOL = (5e-5, 0.1, 0.05, 1e-6)
 
 
 def _close(a, b, tol=TOL) -> float:
-    """Max abs difference relative to max(1, max |b|); asserts it is <= tol."""
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    assert a.shape == b.shape, (a.shape, b.shape)
-    err = float(np.abs(a - b).max() / max(1.0, float(np.abs(b).max()))) if b.size else 0.0
-    assert err <= tol, err
-    return err
+    return assert_close(a, b, tol)
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ import pytest
 
 from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.io.params import ConfigError, node_config
+from mcoe_ros.multibody import compiled
 from mcoe_ros.multibody.actuator import ActuatorModel, ParameterLayout
 from mcoe_ros.multibody.dynamics import PhaseDynamicsModel
 from mcoe_ros.multibody.robot import RobotModel
@@ -268,13 +269,12 @@ def test_go1_torque_noise_covariance_derivative_matches_finite_differences(conta
     assert not np.any(analytic[zero]) and np.any(analytic[:10]) and np.any(analytic[10 + 2 * act.n_groups : 10 + 9])
 
 
-def test_estimator_parametric_torque_weight_runs_the_python_solver():
-    """noise.joint_torque_weight parametric: the config refuses what it cannot honour (compiled backend, no torque
-    noise, robust loss, soft model, leg mass scale), 'auto' runs the Python solver, and the knots carry
-    the noise cost's θ terms."""
+def test_estimator_parametric_torque_weight_runs_both_solvers():
+    """noise.joint_torque_weight parametric: the config refuses what it cannot honour (no torque noise, robust loss,
+    leg mass scale); the Python solver's knots carry the noise cost's θ terms, 'auto' runs the compiled solver (whose
+    knots carry them too) and both give the same finite estimates."""
     base = {"noise.joint_torque_weight": "parametric", "noise.joint_torque": 0.1}
     bad = [
-        ({"solver.backend": "compiled"}, "solver.backend"),
         ({"noise.joint_torque": 0.0}, "noise.joint_torque or noise.contact_acceleration > 0"),
         ({"robust.loss": "huber"}, "robust.loss"),
         ({"payload.leg_mass.enabled": True}, "payload.leg_mass"),
@@ -285,9 +285,19 @@ def test_estimator_parametric_torque_weight_runs_the_python_solver():
     with pytest.raises(ConfigError, match="noise.joint_torque_weight"):
         node_config({"noise.joint_torque_weight": "exact"})
     over = {**base, "estimator.window": 0.06, "estimator.tick_period": 0.02}
-    feed = SensorFeed(node_config(over))
+    feed = SensorFeed(node_config({**over, "solver.backend": "python"}))
     out = first_estimates(feed, 3)
     est = feed.estimator
     assert type(est.solver).__name__ == "MCOESolver" and all(e.is_finite() for e in out)
     knots = est.solver.problem.knots[:-1]
     assert all(k.dW is not None for k in knots) and any(np.any(k.Lwth[:, :10]) for k in knots)
+    if not compiled.available():
+        return
+    cfeed = SensorFeed(node_config(over))
+    cout = first_estimates(cfeed, 3)
+    solver = cfeed.estimator.solver
+    assert type(solver).__name__ == "CompiledSolver" and all(e.is_finite() for e in cout)
+    terms = [solver._cpp.knot_noise_terms(k) for k in range(solver._cpp.N)]
+    assert all(t is not None for t in terms) and any(np.any(np.asarray(t[1])[:, :10]) for t in terms)
+    for e, ce in zip(out, cout, strict=True):
+        np.testing.assert_allclose(ce.payload_pi, e.payload_pi, rtol=1e-5, atol=1e-8)

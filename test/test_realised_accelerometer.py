@@ -209,13 +209,12 @@ def test_go1_realised_accelerometer_noise_jacobian_matches_finite_differences(go
     assert not rw[:, 6:].any()  # the base only: joint accelerations do not move the trunk's IMU
 
 
-def test_estimator_with_the_realised_accelerometer_runs_the_python_solver():
-    """noise.accelerometer_realised: the config refuses what it cannot honour (compiled backend, soft model, robust
-    loss), 'auto' runs the Python solver (the compiled models say why), the window's running knots are coupled and
-    the estimates finite, with the torque-noise weight parametric as well (the suite's combination)."""
+def test_estimator_with_the_realised_accelerometer_runs_both_solvers():
+    """noise.accelerometer_realised: the config refuses what it cannot honour (soft model, robust loss); with the
+    torque-noise weight parametric as well (the errors-in-variables combination) the Python solver's running knots
+    are coupled, 'auto' runs the compiled solver (whose knots carry Rw), and both give the same finite estimates."""
     base = {"noise.accelerometer_realised": True}
     bad = [
-        ({"solver.backend": "compiled"}, "solver.backend"),
         ({"robust.loss": "huber"}, "robust.loss"),
         ({"dynamics.model": "soft", "actuator.enabled": False}, "dynamics.model"),
     ]
@@ -229,14 +228,23 @@ def test_estimator_with_the_realised_accelerometer_runs_the_python_solver():
         "estimator.window": 0.06,
         "estimator.tick_period": 0.02,
     }
-    feed = SensorFeed(node_config(over))
+    feed = SensorFeed(node_config({**over, "solver.backend": "python"}))
     out = first_estimates(feed, 3)
     est = feed.estimator
     assert type(est.solver).__name__ == "MCOESolver" and all(e.is_finite() for e in out)
     knots = est.solver.problem.knots
     assert all(k.coupled for k in knots[:-1]) and not knots[-1].coupled
     assert all(np.any(k.Rw) for k in knots[:-1])
-    assert "realised" in compiled.unsupported(knots[0].model)
+    if not compiled.available():
+        return
+    assert compiled.unsupported(knots[0].model) is None
+    cfeed = SensorFeed(node_config(over))
+    cout = first_estimates(cfeed, 3)
+    solver = cfeed.estimator.solver
+    assert type(solver).__name__ == "CompiledSolver" and all(e.is_finite() for e in cout)
+    assert all(np.any(solver._cpp.knot_data(k).Rw) for k in range(solver._cpp.N))
+    for e, ce in zip(out, cout, strict=True):
+        np.testing.assert_allclose(ce.payload_pi, e.payload_pi, rtol=1e-5, atol=1e-8)
 
 
 def test_realised_accelerometer_only_standing():
@@ -274,9 +282,9 @@ def test_realised_accelerometer_only_standing():
     assert node_config({"noise.realised_standing_time": 0.3}).estimator.noise.realised_standing_time == 0.3
     with pytest.raises(ConfigError, match="noise.realised_standing_time"):
         node_config({"noise.realised_standing_time": -0.1})
-    # a window that starts with no foot down long enough: still the Python solver
+    # a window that starts with no foot down long enough: no coupled knot
     over = {"noise.accelerometer_realised": True, "noise.realised_standing_time": 5.0, "estimator.window": 0.06}
-    feed = SensorFeed(node_config({**over, "estimator.tick_period": 0.02}))
+    feed = SensorFeed(node_config({**over, "estimator.tick_period": 0.02, "solver.backend": "python"}))
     first_estimates(feed, 2)
     est = feed.estimator
     assert type(est.solver).__name__ == "MCOESolver"

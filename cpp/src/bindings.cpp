@@ -125,6 +125,7 @@ PYBIND11_MODULE(_mcoe, m) {
       .def_readonly("Fp", &IntervalData::Fp)
       .def_readonly("Rx", &IntervalData::Rx)
       .def_readonly("Rp", &IntervalData::Rp)
+      .def_readonly("Rw", &IntervalData::Rw)
       .def_readonly("a", &IntervalData::a)
       .def_readonly("lam", &IntervalData::lam)
       .def_readonly("da_dtau", &IntervalData::da_dtau)
@@ -151,17 +152,19 @@ PYBIND11_MODULE(_mcoe, m) {
            py::arg("acc_bias"), py::arg("damped_frames") = std::vector<int>{}, py::arg("kd") = 0.0)
       .def("add_measurement",
            [](IntervalModel& self, const std::string& kind, int frame_id, const Mat& W, int bias_start,
-              bool quat_wxyz) {
+              bool quat_wxyz, bool realised) {
              MeasurementSpec s;
              s.kind = kindOf(kind);
              s.frame_id = frame_id;
              s.W = W;
              s.bias_start = bias_start;
              s.quat_wxyz = quat_wxyz;
+             s.realised = realised;
              self.addMeasurement(s);
            },
            py::arg("kind"), py::arg("frame_id"), py::arg("W"), py::arg("bias_start") = -1,
-           py::arg("quat_wxyz") = true)
+           py::arg("quat_wxyz") = true, py::arg("realised") = false)
+      .def_readonly("noise_coupled", &IntervalModel::noise_coupled)
       .def_readonly("npi", &IntervalModel::npi)
       .def_readonly("nz", &IntervalModel::nz)
       .def_readonly("nr", &IntervalModel::nr)
@@ -176,7 +179,15 @@ PYBIND11_MODULE(_mcoe, m) {
         Mat out;
         self.velocityNoiseCovariance(d, std_, floor, out);
         return out;
-      });
+      })
+      .def("velocity_noise_covariance_derivative",
+           [](const IntervalModel& self, IntervalData& d, const Vec& q, const Vec& std_) {
+             Mat out;
+             self.velocityNoiseCovarianceDerivative(d, q, std_, out);
+             return out;
+           },
+           py::arg("data"), py::arg("q"), py::arg("torque_std"),
+           "(nv * nv, npi): column j = vec(d(torque-noise covariance)/d pi_j) at the last calc_diff (column-major)");
 
   py::class_<Solver>(m, "Solver")
       .def(py::init([](const Parametrization& p, const std::string& arrival, double rank_tol, int max_iter,
@@ -206,7 +217,7 @@ PYBIND11_MODULE(_mcoe, m) {
              s.setProblem(asModels(running), terminal, Prior{x_bar, theta_bar, H, g}, noise_info);
            })
       .def("set_knot", &Solver::setKnot, py::arg("k"), py::arg("u") = Vec(), py::arg("z") = Vec())
-      .def("set_torque_noise", &Solver::setTorqueNoise, py::arg("torque_std"))
+      .def("set_torque_noise", &Solver::setTorqueNoise, py::arg("torque_std"), py::arg("parametric") = false)
       .def("set_guess", &Solver::setGuess)
       .def("solve", [](Solver& s, int max_iter) {
         Result r;
@@ -322,6 +333,13 @@ PYBIND11_MODULE(_mcoe, m) {
       .def("knot_trial", [](Solver& s, int k) -> IntervalData& { return *s.knot(k).trial; },
            py::return_value_policy::reference_internal, "Knot k's line-search trial data (the last try_step's calc).")
       .def("knot_W", [](const Solver& s, int k) { return s.knot(k).W; })
+      .def("knot_noise_terms",
+           [](const Solver& s, int k) -> py::object {
+             const Knot& kn = s.knot(k);
+             if (!kn.has_dW) return py::none();
+             return py::make_tuple(kn.lth, kn.Lwth, kn.Lthth, kn.dW);
+           },
+           "Parametric noise terms (lth, Lwth, Lthth, dW (nv * nv, ntheta)) of interval k, None if not set.")
       .def("knot_noise_info", [](const Solver& s, int k) { return s.knot(k).w0; },
            "Constant diagonal velocity-noise information (nv,) of interval k (W without the torque-noise model).")
       .def_property(

@@ -1,6 +1,7 @@
 #include "interval.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <stdexcept>
 
@@ -11,6 +12,7 @@
 #include <pinocchio/algorithm/frames.hpp>
 #include <pinocchio/algorithm/impulse-dynamics-derivatives.hpp>
 #include <pinocchio/algorithm/impulse-dynamics.hpp>
+#include <pinocchio/algorithm/jacobian.hpp>
 #include <pinocchio/algorithm/joint-configuration.hpp>
 #include <pinocchio/algorithm/kinematics-derivatives.hpp>
 #include <pinocchio/algorithm/kinematics.hpp>
@@ -67,6 +69,12 @@ void IntervalModel::addMeasurement(MeasurementSpec s) {
   }
   if (s.W.rows() != s.nr || s.W.cols() != s.nr) throw std::invalid_argument("measurement W has the wrong size");
   if (s.bias_start >= 0 && s.bias_start + 3 > npi) throw std::invalid_argument("measurement bias outside pi");
+  if (s.realised) {
+    if (s.kind != MK::SpecificForce) throw std::invalid_argument("only an accelerometer measures the realised acceleration");
+    if (nb != 6 || model.frames.at(s.frame_id).parentJoint != 1)
+      throw std::invalid_argument("a realised-acceleration accelerometer must be on the floating base");
+    noise_coupled = true;
+  }
   s.WtW.noalias() = s.W.transpose() * s.W;
   z_offsets.push_back(nz);
   r_offsets.push_back(nr);
@@ -296,6 +304,10 @@ void IntervalData::reset(const IntervalModel& m) {
   Fp = Mat::Zero(m.ndx, m.npi);
   Rx = Mat::Zero(m.nr, m.ndx);
   Rp = Mat::Zero(m.nr, m.npi);
+  if (m.noise_coupled)
+    Rw = Mat::Zero(m.nr, nv);
+  else
+    Rw.resize(0, 0);
   model = m.model;
   settings = pinocchio::ProximalSettings(m.accuracy_, m.mu_, m.max_iter_);
   settings_imp = pinocchio::ProximalSettings(m.accuracy_, m.mu_, 1);
@@ -622,6 +634,8 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
         r.noalias() = s.W * (d.z.segment(zo, n) - h);
         Rx = -s.W.lazyProduct(dh);
         Rp = -s.W.lazyProduct(dhp);
+        // realised acceleration a + n_v / dt: dr/dn_v = -W (df/da) / dt (df/da: the base frame's constant motion map)
+        if (s.realised) d.Rw.middleRows(ro, n) = -s.W.lazyProduct(sc.a_da.topRows(3)) / dt;
         break;
       }
     }
@@ -659,6 +673,61 @@ void IntervalModel::velocityNoiseCovariance(const IntervalData& d, const Vec& to
   const Mat aj = d.da_dtau.rightCols(nj) * (dt * torque_std).asDiagonal();
   out.noalias() = aj * aj.transpose();
   out.diagonal().array() += floor_std * floor_std;
+}
+
+namespace {
+// d(spatial inertia (6x6, linear then angular, about the frame origin))/d(pi_k) for Pinocchio's dynamic parameters
+// pi = (m, m c_x, m c_y, m c_z, I_xx, I_xy, I_yy, I_xz, I_yz, I_zz) (I about the frame origin): the matrix
+// [[m 1, -[h]x], [[h]x, I]] is linear in pi
+const std::array<Eigen::Matrix<double, 6, 6>, 10>& spatialInertiaBasis() {
+  static const std::array<Eigen::Matrix<double, 6, 6>, 10> basis = [] {
+    std::array<Eigen::Matrix<double, 6, 6>, 10> b;
+    for (auto& m : b) m.setZero();
+    b[0].topLeftCorner<3, 3>().setIdentity();
+    for (int a = 0; a < 3; ++a) {
+      const Mat3 h = pin::skew(Vec3(Vec3::Unit(a)));
+      b[1 + a].topRightCorner<3, 3>() = -h;
+      b[1 + a].bottomLeftCorner<3, 3>() = h;
+    }
+    const int rows[6] = {0, 0, 1, 0, 1, 2}, cols[6] = {0, 1, 1, 2, 2, 2};
+    for (int i = 0; i < 6; ++i) {
+      b[4 + i](3 + rows[i], 3 + cols[i]) = 1.0;
+      b[4 + i](3 + cols[i], 3 + rows[i]) = 1.0;
+    }
+    return b;
+  }();
+  return basis;
+}
+}  // namespace
+
+void IntervalModel::velocityNoiseCovarianceDerivative(IntervalData& d, const Eigen::Ref<const Vec>& q,
+                                                      const Vec& torque_std, Mat& out) const {
+  const Mat& a = d.da_dtau;
+  Mat cov;
+  velocityNoiseCovariance(d, torque_std, 0.0, cov);
+  out.setZero(nv * nv, npi);
+  Mat x(nv, nv);
+  const auto add = [&](int col) {  // column col = vec(-(X + X^T))
+    Eigen::Map<Mat> dq(out.col(col).data(), nv, nv);
+    dq = -(x + x.transpose());
+  };
+  if (!payload_on_universe_) {
+    Mat jac = Mat::Zero(6, nv);
+    PIN_CALL(pin::computeJointJacobian(d.model, d.aux, q, payload_joint_, jac));  // LOCAL
+    const Mat aj = a * jac.transpose();  // (nv, 6)
+    const Mat jq = jac * cov;            // (6, nv)
+    const auto& basis = spatialInertiaBasis();
+    for (int j = 0; j < 10; ++j) {  // d I_joint / d pi_j = sum_k A[k, j] basis[k] (pi_joint = A pi + nominal)
+      Eigen::Matrix<double, 6, 6> bj = Eigen::Matrix<double, 6, 6>::Zero();
+      for (int k = 0; k < 10; ++k) bj += A_(k, j) * basis[k];
+      x.noalias() = aj * (bj * jq);
+      add(j);
+    }
+  }
+  for (int g = 0; g < n_groups_; ++g) {  // rotor inertia g: the armature of its joints
+    x.noalias() = a.rightCols(nj) * groups_.col(g).asDiagonal() * cov.bottomRows(nj);
+    add(10 + 2 * n_groups_ + g);
+  }
 }
 
 }  // namespace mcoe

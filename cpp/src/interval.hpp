@@ -29,6 +29,10 @@ struct MeasurementSpec {
   Mat WtW;             // W^T W (nr, nr): the joint encoders' Gauss-Newton block, set by IntervalModel::addMeasurement
   int bias_start = -1; // start of a 3-entry additive bias in pi (gyro, accelerometer), -1 = none
   bool quat_wxyz = true;
+  // SpecificForce only: the accelerometer measures the interval's realised acceleration a + n_v / dt (n_v the
+  // interval's velocity noise), so its residual depends on the noise: IntervalData::Rw (Python ImuSpecificForce's
+  // realised); the frame must be on the floating base
+  bool realised = false;
   int nz = 0, nr = 0;
 };
 
@@ -65,6 +69,14 @@ class IntervalModel {
   void calcDiffAfterCalc(IntervalData& d, const Vec& x, const Vec& pi) const;
   // velocity-noise covariance from white joint-torque noise (after calcDiff), see Python velocity_noise_covariance
   void velocityNoiseCovariance(const IntervalData& d, const Vec& torque_std, double floor_std, Mat& out) const;
+  // derivative of the torque-noise part Q = D D^T of that covariance (floor 0) with respect to pi at the last calcDiff
+  // at configuration q: column j of out (nv * nv, npi) is vec(dQ/dpi_j) (zero for the parameters that do not change
+  // the joint-space inertia M: friction, biases), dQ = -(A dM Q + Q dM A^T) with A = da/dtau (Python
+  // PhaseDynamicsModel.velocity_noise_covariance_derivative). Uses d's aux data (scratch)
+  void velocityNoiseCovarianceDerivative(IntervalData& d, const Eigen::Ref<const Vec>& q, const Vec& torque_std,
+                                         Mat& out) const;
+  // a realised-acceleration accelerometer is among the measurements: the residual depends on the interval's noise
+  bool noise_coupled = false;
 
   int nq, nv, nj, nb, nx, ndx, npi, nu, nz = 0, nr = 0, nc, ni, n_act;
   double dt;
@@ -141,6 +153,8 @@ class IntervalData {
   // inputs and results (as the Python IntervalData)
   Vec u, z, xnext, r;
   Mat Fx, Fp, Rx, Rp;
+  // (nr, nv) dr/dn_v of a noise-coupled model (IntervalModel::noise_coupled), set by calcDiff; empty otherwise
+  Mat Rw;
   // number of allocated pinocchio::Data held by this data's state (2 without impulse; +1 impulse, +1 kinematics
   // after the impulse when a specific force is measured)
   int pinocchioDatas() const;

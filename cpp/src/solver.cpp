@@ -159,6 +159,17 @@ void riccatiSweep(const PinModel& pm, const std::vector<Knot>& knots, const std:
     cv.noalias() = C.transpose() * vxth;
     qthth = kn.Hr.bottomRightCorner(nth, nth) + Vthth[k + 1] + cv + cv.transpose();
     qthth.noalias() += C.transpose() * vxxc;
+    if (kn.coupled()) {  // the residual r + Rw w depends on the noise: l_w, l_ww, l_xw, l_wtheta
+      qw += kn.Lw;
+      qww += kn.Lww;
+      qxw += kn.Lwz.leftCols(nx).transpose();
+      qwth += kn.Lwz.rightCols(nth);
+    }
+    if (kn.has_dW) {  // parametric noise: the noise cost's theta terms
+      qth += kn.lth;
+      qwth += kn.Lwth;
+      qthth += kn.Lthth;
+    }
     if (reg > 0.0) qww.diagonal().array() += reg;
     llt.compute(qww);
     if (llt.info() != Eigen::Success || !llt.matrixLLT().allFinite())
@@ -224,6 +235,34 @@ void measurementGram(Knot& kn, const IntervalData& d, Mat& jr, bool consider) {
   kn.Hr.triangularView<Eigen::StrictlyUpper>() = kn.Hr.transpose();
 }
 
+// a noise-coupled knot's products of Rw (Knot::Lw, Lwz, Lww, Lwb) at the linearisation (d.r: the residual r + Rw w)
+void coupledGram(Knot& kn, const IntervalData& d, bool consider) {
+  using MK = MeasurementSpec::Kind;
+  const IntervalModel& m = *kn.model;
+  const int ndx = static_cast<int>(d.Rx.cols()), nth = static_cast<int>(kn.Rth.cols()), nv = m.nv;
+  if (kn.Lwz.rows() != nv || kn.Lwz.cols() != ndx + nth) {  // first use of this knot as a coupled one
+    kn.Lw.setZero(nv);
+    kn.Lwz.setZero(nv, ndx + nth);
+    kn.Lww.setZero(nv, nv);
+    kn.Lwb.setZero(nv, kConsider);
+  }
+  kn.Lw.setZero();
+  kn.Lwz.setZero();
+  kn.Lww.setZero();
+  kn.Lwb.setZero();
+  for (size_t i = 0; i < m.measurements.size(); ++i) {  // Rw is zero outside the realised accelerometers' rows
+    const MeasurementSpec& s = m.measurements[i];
+    if (!s.realised) continue;
+    const int ro = m.r_offsets[i], n = s.nr;
+    const auto rw = d.Rw.middleRows(ro, n);
+    kn.Lw.noalias() += rw.transpose() * d.r.segment(ro, n);
+    kn.Lwz.leftCols(ndx).noalias() += rw.transpose() * d.Rx.middleRows(ro, n);
+    kn.Lwz.rightCols(nth).noalias() += rw.transpose() * kn.Rth.middleRows(ro, n);
+    kn.Lww.noalias() += rw.transpose() * rw;
+    if (consider && s.bias_start < 0 && s.kind == MK::SpecificForce) kn.Lwb.rightCols(3).noalias() += rw.transpose() * s.W;
+  }
+}
+
 // the inverse of a symmetric information matrix by Cholesky when it is well conditioned (reciprocal condition
 // estimate above 1e-9), else its pseudo-inverse with relative cut-off rcond (the same matrix up to rounding when both
 // apply: no eigenvalue is cut)
@@ -255,6 +294,7 @@ void Solver::setNoise(Knot& kn, const NoiseRow& w0) const {
   kn.w0 = w0;
   kn.W.setZero();
   kn.W.diagonal() = w0;
+  kn.has_dW = false;  // until the next refreshNoise (parametric noise)
 }
 
 Knot Solver::makeKnot(const std::shared_ptr<const IntervalModel>& m, const NoiseRow& w0, bool terminal) {
@@ -346,8 +386,10 @@ void Solver::setKnot(int k, const Vec& u, const Vec& z) {
   marg_valid_ = false;
 }
 
-void Solver::setTorqueNoise(const Vec& torque_std) {
+void Solver::setTorqueNoise(const Vec& torque_std, bool parametric) {
   torque_std_ = torque_std;
+  parametric_noise_ = parametric && torque_std.size() > 0;
+  for (Knot& kn : knots_) kn.has_dW = false;
   invalidate();
 }
 
@@ -421,7 +463,10 @@ void Solver::linearizeKnot(int k) {
     MCOE_TIMED("linearise: IntervalModel::calcDiff", kn.model->calcDiff(d, xs[k], pi));
   kn.forward_ready = false;
   kn.Rth.noalias() = d.Rp * dpi;
+  const bool coupled = kn.coupled();
+  if (coupled) d.r.noalias() += d.Rw * ws[k];  // the residual at the knot's noise
   MCOE_TIMED("measurementGram", measurementGram(kn, d, s.jr, options.consider));
+  if (coupled) coupledGram(kn, d, options.consider);
   kn.cost = 0.5 * d.r.squaredNorm();
   kn.linearized = true;
   if (kn.terminal) return;
@@ -480,18 +525,75 @@ double Solver::calcDiff(bool reuse) {
 
 void Solver::refreshNoise(double& cost) {
   if (torque_std_.size() == 0) return;
-  for (int k = 0; k < N(); ++k) {
-    Knot& kn = knots_[k];
-    const Vec& w = ws[k];
-    const double before = w.dot(kn.W * w);
-    // the torque noise on top of the interval's constant velocity noise diag(w0)^-1
-    kn.model->velocityNoiseCovariance(*kn.data, torque_std_, 0.0, noise_cov_);
-    noise_cov_.diagonal() += kn.w0.cwiseInverse();
-    kn.W = noise_cov_.inverse();
-    const double after = w.dot(kn.W * w);
-    cost += 0.5 * (after - before);
-    kn.cost += 0.5 * (after - before);
+  const int n = N();
+  std::vector<std::string> errors(n);
+  // knots in parallel (each writes its own W and terms); the cost changes are summed in knot order below
+#pragma omp parallel for schedule(dynamic) num_threads(options.threads)
+  for (int k = 0; k < n; ++k) {
+    try {
+      thread_local Mat cov, dcov;
+      Knot& kn = knots_[k];
+      const Vec& w = ws[k];
+      const double before = w.dot(kn.W * w);
+      // the torque noise on top of the interval's constant velocity noise diag(w0)^-1
+      kn.model->velocityNoiseCovariance(*kn.data, torque_std_, 0.0, cov);
+      cov.diagonal() += kn.w0.cwiseInverse();
+      kn.W = cov.inverse();
+      if (parametric_noise_) {
+        kn.model->velocityNoiseCovarianceDerivative(*kn.data, xs[k].head(nq_), torque_std_, dcov);
+        setNoiseDerivative(kn, w, cov, dcov);
+      }
+      kn.refresh_delta = 0.5 * (w.dot(kn.W * w) - before);
+    } catch (const std::exception& e) {
+      errors[k] = e.what();
+    }
   }
+  for (int k = 0; k < n; ++k) {
+    if (!errors[k].empty()) throw std::runtime_error("knot " + std::to_string(k) + ": " + errors[k]);
+    cost += knots_[k].refresh_delta;
+    knots_[k].cost += knots_[k].refresh_delta;
+  }
+}
+
+void Solver::setNoiseDerivative(Knot& kn, const Vec& w, const Mat& cov, const Mat& dcov_pi) const {
+  // cost 1/2 ||S(theta) w||^2 with S = L^-1, cov = L L^T; G[:, i] = (dS/dtheta_i) w = -Phi(S dcov_i S^T) S w (Phi:
+  // lower triangle with half diagonal), l_theta = G^T S w, L_wtheta = S^T G, L_thth = G^T G; dW_i = -W dcov_i W
+  const int nv = nv_, nth = param_.size();
+  thread_local Mat dth, chol, sinv, phi, g, tmp;
+  thread_local Vec y;
+  dth.noalias() = dcov_pi * dpi;  // (nv * nv, ntheta)
+  if (kn.lth.size() != nth || kn.dW.rows() != nv * nv) {  // first parametric refresh of this knot
+    kn.lth.setZero(nth);
+    kn.Lwth.setZero(nv, nth);
+    kn.Lthth.setZero(nth, nth);
+    kn.dW.setZero(nv * nv, nth);
+    kn.wwt.setZero(nv, nv);
+  }
+  Eigen::LLT<Mat> llt(cov);
+  if (llt.info() != Eigen::Success) throw std::runtime_error("velocity-noise covariance not positive definite");
+  chol = llt.matrixL();
+  sinv = Mat::Identity(nv, nv);
+  chol.triangularView<Eigen::Lower>().solveInPlace(sinv);  // S = L^-1 (lower)
+  y.noalias() = sinv * w;
+  g.setZero(nv, nth);
+  for (int i = 0; i < nth; ++i) {
+    Eigen::Map<Mat> dw(kn.dW.col(i).data(), nv, nv);
+    if (dth.col(i).isZero(0.0)) {
+      dw.setZero();
+      continue;
+    }
+    const Eigen::Map<const Mat> dc(dth.col(i).data(), nv, nv);
+    tmp.noalias() = dc * kn.W;
+    dw.noalias() = -kn.W * tmp;
+    tmp.noalias() = dc * sinv.transpose();
+    phi.noalias() = sinv * tmp;
+    phi.diagonal() *= 0.5;
+    g.col(i).noalias() = -(phi.triangularView<Eigen::Lower>() * y);
+  }
+  kn.lth.noalias() = g.transpose() * y;
+  kn.Lwth.noalias() = sinv.transpose() * g;
+  kn.Lthth.noalias() = g.transpose() * g;
+  kn.has_dW = true;
 }
 
 // ------------------------------------------------------------------------------------------------ Riccati
@@ -592,16 +694,23 @@ void Solver::computeDirection(double reg, double& d1, double& d2, std::string& m
     auto v = v_all.head(d.Rx.rows());
     v.noalias() = d.Rx * dxk;
     v.noalias() += kn.Rth * dtheta;
+    if (!kn.terminal) {
+      dwk = -k_[k];
+      dwk.noalias() -= K_[k] * dxk;
+      dwk.noalias() -= P_[k] * dtheta;
+      dw.row(k) = dwk.transpose();
+      if (kn.coupled()) v.noalias() += d.Rw * dwk;
+    }
     d1 += d.r.dot(v);
     d2 += v.squaredNorm();
     if (kn.terminal) break;
-    dwk = -k_[k];
-    dwk.noalias() -= K_[k] * dxk;
-    dwk.noalias() -= P_[k] * dtheta;
-    dw.row(k) = dwk.transpose();
     wdw.noalias() = kn.W * dwk;
     d1 += ws[k].dot(wdw);
     d2 += dwk.dot(wdw);
+    if (kn.has_dW) {  // parametric noise: the noise cost's theta terms
+      d1 += kn.lth.dot(dtheta);
+      d2 += 2.0 * dwk.dot(kn.Lwth * dtheta) + dtheta.dot(kn.Lthth * dtheta);
+    }
     Knot& kw = knots_[k];
     kw.next = kn.fbar;
     kw.next.noalias() += kn.A * dxk;
@@ -637,8 +746,17 @@ double Solver::tryStep(double alpha, double& gap_l1) {
       kn.trial_gap = 0.0;
       if (!kn.terminal) {
         ws_try_[k] = ws[k] + alpha * dw.row(k).transpose();
+        if (kn.coupled()) {  // the residual r + Rw w (Rw of the linearisation: constant for a base-frame IMU)
+          t.r.noalias() += kn.data->Rw * ws_try_[k];
+          kn.trial_cost = 0.5 * t.r.squaredNorm();
+        }
         kn.ww.noalias() = kn.W * ws_try_[k];
         kn.trial_cost += 0.5 * ws_try_[k].dot(kn.ww);
+        if (kn.has_dW) {  // parametric noise: 1/2 w^T (W + sum_i dtheta_i dW_i) w, dtheta = alpha * direction
+          kn.wwt.noalias() = ws_try_[k] * ws_try_[k].transpose();
+          const Eigen::Map<const Vec> wwt(kn.wwt.data(), kn.wwt.size());
+          kn.trial_cost += 0.5 * alpha * dtheta.dot(kn.dW.transpose() * wwt);
+        }
         kn.gw.tail(nv_) = ws_try_[k];
         integrate(t.xnext, kn.gw, kn.y_try);
         difference(xs_try_[k + 1], kn.y_try, kn.c_try);
@@ -674,7 +792,8 @@ Result Solver::solve(int max_iter) {
       const auto tl = std::chrono::steady_clock::now();
       cost = calcDiff(it == 0);
       (it == 0 ? timings.linearize : timings.relinearize) += elapsed(tl);
-      if (it == 0 && o.refresh_noise) refreshNoise(cost);
+      // a parametric noise model (its theta terms depend on the point) is refreshed at every linearisation
+      if (o.refresh_noise && (it == 0 || parametric_noise_)) refreshNoise(cost);
       gap_l1 = 0.0;
       gap_inf = 0.0;
       for (int k = 0; k < N(); ++k) {
@@ -824,6 +943,7 @@ void Solver::marginalizeKnot(const Knot& kn, const Vec& w, Mat& h, Vec& g, Mat& 
   mk_mw_.rightCols(nv).setIdentity();
   mk_m0_ = w - fbar.tail(nv);
   mk_m0_.noalias() -= avq * mk_t0_;
+  mk_dw0_ = mk_m0_ - w;  // dw = dw0 + Mw y
   if (kn.W.isDiagonal(0.0)) {  // constant velocity noise (no torque-noise model): W = S^2, Mw^T W Mw = (S Mw)^T (S Mw)
     mk_sw_ = kn.W.diagonal().cwiseSqrt();
     mk_lw_.noalias() = mk_sw_.asDiagonal() * mk_mw_;
@@ -835,6 +955,34 @@ void Solver::marginalizeKnot(const Knot& kn, const Vec& w, Mat& h, Vec& g, Mat& 
   }
   mk_gy_.noalias() += mk_lw_.transpose() * mk_m0_;
   mk_hy_.triangularView<Eigen::StrictlyUpper>() = mk_hy_.transpose();
+  if (kn.coupled()) {
+    // the measurement r + J (z0 + Z y) + Rw (dw0 + Mw y), J = [Rx Rth] over (dx, dtheta) = z0 + Z y: its J^T J and
+    // J^T r parts came with h, g (Hr, gr added by the caller and mapped by Z above); the Rw terms: with jw = Lwz Z,
+    // hy += jw^T Mw + Mw^T jw + Mw^T Lww Mw, gy += jw^T dw0 + Mw^T (Lw + Lwz z0 + Lww dw0), dg/db += Mw^T Lwb
+    mk_jw_.setZero(nv, m);
+    mk_jw_.leftCols(mc).noalias() = kn.Lwz.leftCols(nv) * mk_tq_;
+    mk_jw_.leftCols(ns) += kn.Lwz.middleCols(nv, nv);
+    mk_jw_.middleCols(ns, nth) += kn.Lwz.rightCols(nth);
+    mk_z_.noalias() = mk_jw_.transpose() * mk_mw_;  // (m, m)
+    mk_hy_ += mk_z_;
+    mk_hy_ += mk_z_.transpose();
+    mk_z_.noalias() = kn.Lww * mk_mw_;
+    mk_hy_.noalias() += mk_mw_.transpose() * mk_z_;
+    mk_gy_.noalias() += mk_jw_.transpose() * mk_dw0_;
+    mk_sw_ = kn.Lw;
+    mk_sw_.noalias() += kn.Lwz.leftCols(nv) * mk_t0_;
+    mk_sw_.noalias() += kn.Lww * mk_dw0_;
+    mk_gy_.noalias() += mk_mw_.transpose() * mk_sw_;
+    if (kc) mk_gby_.noalias() += mk_mw_.transpose() * kn.Lwb;
+  }
+  if (kn.has_dW) {  // parametric noise: l_th^T dth + dw^T L_wth dth + 1/2 dth^T L_thth dth, dth = y[ns, ns + nth)
+    mk_z_.noalias() = mk_mw_.transpose() * kn.Lwth;  // (m, nth)
+    mk_hy_.middleCols(ns, nth) += mk_z_;
+    mk_hy_.middleRows(ns, nth) += mk_z_.transpose();
+    mk_hy_.block(ns, ns, nth, nth) += kn.Lthth;
+    mk_gy_.segment(ns, nth) += kn.lth;
+    mk_gy_.segment(ns, nth).noalias() += kn.Lwth.transpose() * mk_dw0_;
+  }
   // eliminate dx_S (Schur complement; H_uu = L L^T: H_rr - H_ru H_uu^-1 H_ur = H_rr - X^T X with X = L^-1 H_ur)
   const auto huu = mk_hy_.topLeftCorner(ns, ns);
   const auto hur = mk_hy_.topRightCorner(ns, m - ns);

@@ -98,8 +98,22 @@ struct Knot {
   Mat Hr;
   Vec gr;
   Mat Gr;  // (ndx + ntheta, kConsider) d gr / db = J^T dr/db (consider analysis)
+  // noise-coupled knot (IntervalModel::noise_coupled, not terminal): the residual is r + Rw w (d.r holds it at the
+  // linearisation); Rw's Gauss-Newton products formed with Hr: Lw = Rw^T r (nv,), Lwz = Rw^T J (nv, ndx + ntheta),
+  // Lww = Rw^T Rw (nv, nv), Lwb = Rw^T dr/db (nv, kConsider); empty otherwise
+  Vec Lw;
+  Mat Lwz, Lww, Lwb;
+  // parametric noise (Solver::setTorqueNoise with parametric): the noise cost's theta terms at the knot's w (Python
+  // Knot.set_noise_derivative): lth (ntheta,), Lwth (nv, ntheta), Lthth (ntheta, ntheta), and dW (nv * nv, ntheta),
+  // column i = vec(dW/dtheta_i) for the line-search trials; has_dW false until refreshNoise sets them
+  Vec lth;
+  Mat Lwth, Lthth, dW;
+  bool has_dW = false;
+  bool coupled() const { return !terminal && model->noise_coupled; }
   // preallocated scratch (no allocation per knot per iteration; linearizeKnot's matrices are per thread)
   Vec gw, y_try, c_try, next, ww;  // ww: W w
+  Mat wwt;                          // parametric noise trials: w w^T (nv, nv)
+  double refresh_delta = 0.0;       // refreshNoise: the change of the knot's noise cost
   bool terminal = false;
   bool forward_ready = false;  // data holds calc() at (xs[k], pi) (the accepted trial): calcDiff skips the forward
   bool linearized = false;     // data/A/C/fbar/gap/Fth/Rth/cost hold the linearisation at (xs[k], xs[k+1], ws[k], theta)
@@ -124,7 +138,9 @@ class Solver {
   void setKnot(int k, const Vec& u, const Vec& z);  // empty vectors leave the value
   // state-dependent velocity noise (empty = off): covariance per interval dt^2 (da/dtau) diag(torque_std^2)
   // (da/dtau)^T + diag(w0)^-1 (the interval's constant noise), refreshed at the first linearisation of a solve
-  void setTorqueNoise(const Vec& torque_std);
+  // parametric: the covariance's derivative in theta enters the linearisation (the noise cost's theta terms, Python
+  // ocp.problem "Parametric noise"), refreshed at every linearisation
+  void setTorqueNoise(const Vec& torque_std, bool parametric = false);
   void setGuess(const std::vector<Vec>& xs, const std::vector<Vec>& ws, const Vec& theta);
   int N() const { return static_cast<int>(knots_.size()) - 1; }
   int spareCount() const { return static_cast<int>(spare_.size()); }
@@ -197,7 +213,11 @@ class Solver {
   std::shared_ptr<const IntervalModel> state_model_;
   int nq_ = 0, nv_ = 0, ndx_ = 0, nx_ = 0;
   Vec torque_std_;
+  bool parametric_noise_ = false;
   Mat noise_cov_;  // refreshNoise scratch (nv, nv)
+  // the parametric noise terms of a knot at its w from dcov (nv * nv, npi) = vec(dSigma/dpi) (refreshNoise)
+  // (cov: the knot's velocity-noise covariance W^-1)
+  void setNoiseDerivative(Knot& kn, const Vec& w, const Mat& cov, const Mat& dcov_pi) const;
   // Riccati workspace
   std::vector<Vec> Vx_, Vth_, k_;
   std::vector<Mat> Vxx_, Vxth_, Vthth_, K_, P_;
@@ -217,8 +237,8 @@ class Solver {
   bool marg_valid_ = false;
   // marginalizeKnot scratch (sized on first use)
   Mat mk_ainv_, mk_tq_, mk_p_, mk_hy_, mk_mw_, mk_lw_, mk_rhs_, mk_s_, mk_hr_;
-  Vec mk_t0_, mk_gy_, mk_m0_, mk_hz0_, mk_sw_;
-  Mat mk_gby_;
+  Vec mk_t0_, mk_gy_, mk_m0_, mk_hz0_, mk_sw_, mk_dw0_;
+  Mat mk_gby_, mk_z_, mk_jw_;
   Eigen::LLT<Mat> mk_llt_;
   std::atomic<bool> stop_requested_{false};
 };

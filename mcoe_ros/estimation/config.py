@@ -64,7 +64,7 @@ class NoiseConfig:
     accelerometer: float = 0.3  #: m/s^2
     #: the accelerometer measures the interval's realised acceleration a + n_v/dt (the model's plus the process noise
     #: on the base velocity), not the model's a(x, τ̃; θ) alone: the noise the dynamics needs (torque noise, feet that
-    #: slide) is then seen by the IMU as well (Riccati cross terms, :mod:`mcoe_ros.ocp.interval`; Python solver only)
+    #: slide) is then seen by the IMU as well (Riccati cross terms, :mod:`mcoe_ros.ocp.interval`; both solvers)
     accelerometer_realised: bool = False
     #: s; the realised accelerometer only on intervals whose first knot has every foot down for at least this long
     #: (standing, swaying: the process noise is the torque noise's), the model's acceleration elsewhere (a gait's
@@ -118,7 +118,7 @@ class NoiseConfig:
     #: (its covariance depends on the mass matrix, so on the inertial parameters): 'frozen' evaluates it at each
     #: linearisation and holds it fixed in θ (then a least-squares estimate prefers a body that makes the noisy torque
     #: matter less: heavier, larger inertia; the errors-in-variables bias of docs/realism.md); 'parametric'
-    #: differentiates the noise cost in θ as well (:mod:`mcoe_ros.ocp.problem`, "Parametric noise"; Python solver)
+    #: differentiates the noise cost in θ as well (:mod:`mcoe_ros.ocp.problem`, "Parametric noise"; both solvers)
     joint_torque_weight: str = "frozen"
     #: white noise on each stance foot's contact-constraint acceleration J a = -γ + w, m/s² (isotropic; process_model
     #: 'velocity', rigid dynamics, Python solver only): the rigid contact holds feet that really move (a soft ground's

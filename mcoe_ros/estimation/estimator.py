@@ -437,10 +437,6 @@ class Estimator:
                 reason = compiled.unsupported_models([*running, terminal], self.options, velocity_noise, builder.robust)
                 if reason is None and builder.contact_noise > 0.0:
                     reason = "noise.contact_acceleration (Python solver only)"
-                if reason is None and builder.noise_derivative is not None:
-                    reason = "noise.joint_torque_weight parametric (Python solver only)"
-                if reason is None and builder.realised_models is not None:  # a shift may bring its knots
-                    reason = "noise.accelerometer_realised (Python solver only)"
             else:
                 reason = "not built"
             if reason is None:
@@ -458,6 +454,7 @@ class Estimator:
                     self._compiled_models,
                     threads=self.config.solver.threads,
                     spare_knots=self.config.solver.spare_knots,
+                    parametric_noise=builder.noise_derivative is not None,
                 )
                 if self.stop_event.is_set():
                     solver.request_stop()

@@ -207,8 +207,7 @@ _TABLE: tuple[Param, ...] = (
     Param(
         "noise.accelerometer_realised",
         "estimator.noise.accelerometer_realised",
-        "the accelerometer measures the realised acceleration (model's plus process noise), not the model's alone"
-        " (Python solver only)",
+        "the accelerometer measures the realised acceleration (model's plus process noise), not the model's alone",
     ),
     Param(
         "noise.realised_standing_time",
@@ -256,7 +255,7 @@ _TABLE: tuple[Param, ...] = (
         "noise.joint_torque_weight",
         "estimator.noise.joint_torque_weight",
         "velocity noise of noise.joint_torque and noise.contact_acceleration: held fixed in the parameters at each"
-        " linearisation, or differentiated in them too (parametric: no errors-in-variables bias; Python solver only)",
+        " linearisation, or differentiated in them too (parametric: no errors-in-variables bias)",
         ("frozen", "parametric"),
     ),
     Param(
@@ -733,7 +732,6 @@ def check_config(cfg: NodeConfig) -> NodeConfig:
     if cfg.estimator.noise.joint_torque_weight == "parametric":
         est = cfg.estimator
         why = [
-            ("solver.backend auto or python (not compiled)", est.solver.backend != "compiled"),
             (
                 "noise.joint_torque or noise.contact_acceleration > 0",
                 est.noise.joint_torque > 0.0 or est.noise.contact_acceleration > 0.0,
@@ -749,7 +747,6 @@ def check_config(cfg: NodeConfig) -> NodeConfig:
     if cfg.estimator.noise.accelerometer_realised:
         est = cfg.estimator
         why = [
-            ("solver.backend auto or python (not compiled)", est.solver.backend != "compiled"),
             ("dynamics.model rigid", est.dynamics.model == "rigid"),
             ("robust.loss quadratic", est.robust.loss == "quadratic"),
         ]

@@ -108,8 +108,6 @@ def unsupported(model: MultibodyIntervalModel) -> str | None:
         return "impulse restitution"
     if dyn.robot.model.joints[1].nv != 6:
         return "fixed-base robot"
-    if model.noise_coupled:
-        return "accelerometer of the realised acceleration (noise.accelerometer_realised, Python reference only)"
     for meas in model.measurements:
         if _kind(meas) is None:
             return f"measurement {type(meas).__name__}"
@@ -169,6 +167,7 @@ class CompiledModels:
                 np.asarray(meas.W, dtype=float),
                 -1 if bias is None else int(bias.start),
                 getattr(meas, "quat_order", "wxyz") == "wxyz",
+                bool(getattr(meas, "realised", False)),
             )
         if cpp.npi != model.npi or cpp.nz != model.nz or cpp.nr != model.nr:
             raise ValueError("compiled interval model disagrees with the Python model on pi / z / r sizes")
@@ -301,6 +300,8 @@ class CompiledSolver:
     interval's constant noise information ``W_base``); ``torque_noise``: torque_std (nj,) N m of a state-dependent
     velocity noise on top of each interval's constant one (covariance dt² (da/dτ) diag(torque_std²) (da/dτ)ᵀ +
     diag(w0)⁻¹, see :meth:`PhaseDynamicsModel.velocity_noise_covariance`), None for a constant W;
+    ``parametric_noise``: with ``torque_noise``, that covariance's derivative in θ enters the linearisation (the
+    noise cost's θ terms, :mod:`mcoe_ros.ocp.problem` "Parametric noise"; the Python problem's ``noise_derivative``);
     ``models``: a shared :class:`CompiledModels` cache; ``threads``: OpenMP threads over the knots (0: auto,
     :func:`knot_threads`); ``spare_knots``: knots a shift drops and no new knot takes, kept for the new knots of
     later shifts (a gait returns to its contact phases; -1: one window, N + 1; 0: none; each costs two interval
@@ -315,6 +316,7 @@ class CompiledSolver:
         models: CompiledModels | None = None,
         threads: int = 1,
         spare_knots: int = 0,
+        parametric_noise: bool = False,
     ):
         options = options or SolverOptions()
         reason = unsupported_problem(problem, options)
@@ -324,7 +326,7 @@ class CompiledSolver:
         inputs = [(k.data.u, k.data.z) for k in problem.knots]
         models_ = [k.model for k in problem.knots]
         parts = (models_[:-1], models_[-1], inputs, problem.prior, problem.param, noise_info)
-        self._build(*parts, options, torque_noise, models, threads, spare_knots)
+        self._build(*parts, options, torque_noise, models, threads, spare_knots, parametric_noise)
 
     @classmethod
     def from_models(
@@ -340,6 +342,7 @@ class CompiledSolver:
         models: CompiledModels | None = None,
         threads: int = 1,
         spare_knots: int = 0,
+        parametric_noise: bool = False,
     ) -> CompiledSolver:
         """The solver of the problem ``EstimationProblem(running, terminal, prior, param, noise_info, velocities)``
         with knot inputs ``inputs`` (N+1 (u, z)), without building that Python problem (its per-knot data are what
@@ -351,13 +354,24 @@ class CompiledSolver:
             raise ValueError(f"the compiled solver does not support this problem: {reason}")
         self = cls.__new__(cls)
         noise_info = noise_rows(noise_info, len(running), terminal.state.nv)
-        self._build(
-            running, terminal, inputs, prior, param, noise_info, options, torque_noise, models, threads, spare_knots
-        )
+        parts = (running, terminal, inputs, prior, param, noise_info)
+        self._build(*parts, options, torque_noise, models, threads, spare_knots, parametric_noise)
         return self
 
     def _build(
-        self, running, terminal, inputs, prior, param, noise_info, options, torque_noise, models, threads, spare_knots
+        self,
+        running,
+        terminal,
+        inputs,
+        prior,
+        param,
+        noise_info,
+        options,
+        torque_noise,
+        models,
+        threads,
+        spare_knots,
+        parametric_noise=False,
     ) -> None:
         _require()
         self.options = options
@@ -393,7 +407,9 @@ class CompiledSolver:
         #: d(x_N, theta)/db of the last :meth:`terminal_covariance` (consider analysis), None when zero
         self.consider_sensitivity: np.ndarray | None = None
         if torque_noise is not None:
-            self._cpp.set_torque_noise(np.asarray(torque_noise, dtype=float))
+            self._cpp.set_torque_noise(np.asarray(torque_noise, dtype=float), bool(parametric_noise))
+        elif parametric_noise:
+            raise ValueError("parametric noise needs a torque noise")
         self.problem = CompiledProblem(self._cpp, terminal.state, self.param)
 
     # ------------------------------------------------------------------ estimate
