@@ -98,12 +98,23 @@ class ContactConfig:
     #: docstring) or 'dynamics' (inverse dynamics of the leg rows with backward-differenced accelerations)
     method: str = "momentum"
     observer_gain: float = 500.0  #: 1/s, momentum observer bandwidth K (K dt >= 1: no filtering)
+    #: s, > 0: lift-offs that the force estimate's ringing cannot undo (module docstring, "Re-touch guard"): stance
+    #: feet below force_off while no stance foot is loaded (>= force_off) lift off at that sample, and for this long
+    #: after its lift-off a foot re-enters contact only when its force stays above force_on for retouch_duration
+    #: (not through the hysteresis band); 0 = off
+    retouch_time: float = 0.0
+    retouch_duration: float = 0.006  #: s, persistence above force_on of a touch-down within retouch_time
 
     def __post_init__(self) -> None:
         if self.method not in CONTACT_METHODS:
             raise ValueError(f"contact method must be one of {CONTACT_METHODS}, got {self.method!r}")
         if not self.observer_gain > 0.0:
             raise ValueError(f"contact observer_gain must be > 0 1/s, got {self.observer_gain}")
+        if not (self.retouch_time >= 0.0 and self.retouch_duration >= 0.0):
+            raise ValueError(
+                f"contact retouch_time and retouch_duration must be >= 0 s, got {self.retouch_time}, "
+                f"{self.retouch_duration}"
+            )
 
 
 class ContactDetector:
@@ -125,6 +136,7 @@ class ContactDetector:
         #: s, when each foot's current flag began (the first sample that wanted it, with ``backdate``; else the
         #: confirming sample); nan = the initial state
         self.onset = np.full(nf, np.nan)
+        self.lift_time = np.full(nf, np.nan)  #: s, onset of each foot's last lift-off (nan: none since the start)
         #: stance feet down for at least settle_time at the last call of settled() (nfeet,)
         self.aged = np.zeros(nf, dtype=bool)
         #: s, the first update since the (re)start; stances that begin later are landings (nan: none yet)
@@ -174,6 +186,7 @@ class ContactDetector:
         self._pending_since[:] = np.nan
         self._stance_since[:] = np.nan
         self.onset[:] = np.nan
+        self.lift_time[:] = np.nan
         self.stance_time[:] = 0.0
         self.start_time = np.nan
         self.landed[:] = False
@@ -399,8 +412,13 @@ class ContactDetector:
         want_on = fz > cfg.force_on
         want_off = fz < cfg.force_off
         unsure = want_off & self.flags  # stance feet below force_off: unloaded, but they may still stand
+        guard = cfg.retouch_time > 0.0
+        # with the re-touch guard: stance feet below force_off while no stance foot is loaded (>= force_off) lift off
+        # at this sample (the robot leaves the ground; the force estimate rings there, see the module docstring)
+        quick = unsure & ~(self.flags & ~want_off).any() if guard else np.zeros_like(unsure)
         if unsure.any():
             unsure &= fz >= cfg.force_off_still
+            unsure &= ~quick
             if unsure.any():
                 want_off &= ~unsure | self._moving(unsure)
         if cfg.use_foot_force and foot_force is not None:
@@ -410,13 +428,21 @@ class ContactDetector:
         holds_on = fz >= cfg.force_off
         for i in range(len(self.flags)):
             wants_change = want_off[i] if self.flags[i] else want_on[i]
-            if not wants_change and not (holds_on[i] and not self.flags[i] and np.isfinite(self._pending_since[i])):
+            duration = 0.0 if quick[i] else cfg.min_duration
+            hold = holds_on[i]
+            if guard and not self.flags[i]:  # a touch-down that begins within retouch_time of the lift-off
+                began = t if np.isnan(self._pending_since[i]) else self._pending_since[i]
+                if began - self.lift_time[i] < cfg.retouch_time - 1e-9:  # nan (no lift-off yet) compares False
+                    duration, hold = cfg.retouch_duration, False
+            if not wants_change and not (hold and not self.flags[i] and np.isfinite(self._pending_since[i])):
                 self._pending_since[i] = np.nan
                 continue
             if np.isnan(self._pending_since[i]):
                 self._pending_since[i] = t
-            if t - self._pending_since[i] >= cfg.min_duration - 1e-9:
+            if t - self._pending_since[i] >= duration - 1e-9:
                 self.flags[i] = not self.flags[i]
                 self.onset[i] = self._pending_since[i] if cfg.backdate else t
+                if not self.flags[i]:
+                    self.lift_time[i] = self.onset[i]
                 self._pending_since[i] = np.nan
         return self.flags.copy()
