@@ -579,6 +579,18 @@ _TABLE: tuple[Param, ...] = (
         "estimator.contact.observer_gain",
         "momentum observer bandwidth K, 1/s (K x input period >= 1: no filtering)",
     ),
+    Param(
+        "contact.retouch_time",
+        "estimator.contact.retouch_time",
+        "> 0: stance feet unloaded below contact.force_off while no stance foot is loaded lift off at once, and"
+        " for this long after a lift-off a foot re-enters contact only when its force stays above contact.force_on"
+        " for contact.retouch_duration (the force estimate rings after a leg unloads), s; 0 = off",
+    ),
+    Param(
+        "contact.retouch_duration",
+        "estimator.contact.retouch_duration",
+        "time the force must stay above contact.force_on for a touch-down within contact.retouch_time, s",
+    ),
 )
 
 POSITIVE, NONNEGATIVE = (0.0, None, False), (0.0, None, True)
@@ -654,6 +666,8 @@ _BOUNDS = {
     "contact.settle_time": NONNEGATIVE,
     "contact.foot_force_threshold": NONNEGATIVE,
     "contact.observer_gain": POSITIVE,
+    "contact.retouch_time": (0.0, 1.0, True),
+    "contact.retouch_duration": (0.0, 0.1, True),
 }
 PARAMETERS: tuple[Param, ...] = tuple(replace(p, bounds=_BOUNDS.get(p.name, ())) for p in _TABLE)
 DEFAULTS: dict = {p.name: p.default for p in PARAMETERS}

@@ -43,6 +43,20 @@ which reads a fast torque change, e.g. a leg unloading at lift-off, times the ro
 rotor inertia I_r (armature) enters only as I_r dq in p; a *wrong* I_r still reads as I_r dq-dot filtered (the
 observer cannot tell a wrong model from a force). At K dt >= 1 (the default at 500 Hz) r is the interval's mean
 J^T f, half a sample late; a lower K trades delay for noise. f = J_l^-T r.
+
+Re-touch guard (``retouch_time`` > 0, off by default). When the last stance feet leave the ground the legs and the
+base change their accelerations within a sample (the specific force jumps, the controller switches to flight) and
+the force estimate of *every* leg rings for a few samples: e.g. -29, +29, +9, +4 N on a 500 Hz pronk, a pattern that
+sums to about zero (the momentum change is right, its split over the samples is not). With the hysteresis above,
+the positive half-wave re-lands feet that are retracting in the air (a touch-down needs force_on for min_duration,
+then holds down to force_off), and it cancels the pending lift-off of the last pair (two feet that unload together
+do not move relative to each other, so they are held until force_off_still). The rigid contacts then hold the
+retracting feet still and the window loses the take-off velocity (docs/localisation.md, "The jump's height drop on
+today's code"). With the guard, stance feet below force_off while no stance foot is loaded (>= force_off) lift off
+at that sample (nothing carries the robot: it is leaving the ground), and for ``retouch_time`` after a foot's lift-off
+a touch-down needs the force above force_on for ``retouch_duration`` (the hysteresis band does not hold it): the
+ring decays through force_on within a few samples, a landing stays far above it. With ``backdate`` the confirmed
+touch-down still dates from its first loaded sample.
 """
 
 from __future__ import annotations
@@ -98,12 +112,23 @@ class ContactConfig:
     #: docstring) or 'dynamics' (inverse dynamics of the leg rows with backward-differenced accelerations)
     method: str = "momentum"
     observer_gain: float = 500.0  #: 1/s, momentum observer bandwidth K (K dt >= 1: no filtering)
+    #: s, > 0: lift-offs that the force estimate's ringing cannot undo (module docstring, "Re-touch guard"): stance
+    #: feet below force_off while no stance foot is loaded (>= force_off) lift off at that sample, and for this long
+    #: after its lift-off a foot re-enters contact only when its force stays above force_on for retouch_duration
+    #: (not through the hysteresis band); 0 = off
+    retouch_time: float = 0.0
+    retouch_duration: float = 0.006  #: s, persistence above force_on of a touch-down within retouch_time
 
     def __post_init__(self) -> None:
         if self.method not in CONTACT_METHODS:
             raise ValueError(f"contact method must be one of {CONTACT_METHODS}, got {self.method!r}")
         if not self.observer_gain > 0.0:
             raise ValueError(f"contact observer_gain must be > 0 1/s, got {self.observer_gain}")
+        if not (self.retouch_time >= 0.0 and self.retouch_duration >= 0.0):
+            raise ValueError(
+                f"contact retouch_time and retouch_duration must be >= 0 s, got {self.retouch_time}, "
+                f"{self.retouch_duration}"
+            )
 
 
 class ContactDetector:
@@ -125,6 +150,7 @@ class ContactDetector:
         #: s, when each foot's current flag began (the first sample that wanted it, with ``backdate``; else the
         #: confirming sample); nan = the initial state
         self.onset = np.full(nf, np.nan)
+        self.lift_time = np.full(nf, np.nan)  #: s, onset of each foot's last lift-off (nan: none since the start)
         #: stance feet down for at least settle_time at the last call of settled() (nfeet,)
         self.aged = np.zeros(nf, dtype=bool)
         #: s, the first update since the (re)start; stances that begin later are landings (nan: none yet)
@@ -174,6 +200,7 @@ class ContactDetector:
         self._pending_since[:] = np.nan
         self._stance_since[:] = np.nan
         self.onset[:] = np.nan
+        self.lift_time[:] = np.nan
         self.stance_time[:] = 0.0
         self.start_time = np.nan
         self.landed[:] = False
@@ -399,8 +426,13 @@ class ContactDetector:
         want_on = fz > cfg.force_on
         want_off = fz < cfg.force_off
         unsure = want_off & self.flags  # stance feet below force_off: unloaded, but they may still stand
+        guard = cfg.retouch_time > 0.0
+        # with the re-touch guard: stance feet below force_off while no stance foot is loaded (>= force_off) lift off
+        # at this sample (the robot leaves the ground; the force estimate rings there, see the module docstring)
+        quick = unsure & ~(self.flags & ~want_off).any() if guard else np.zeros_like(unsure)
         if unsure.any():
             unsure &= fz >= cfg.force_off_still
+            unsure &= ~quick
             if unsure.any():
                 want_off &= ~unsure | self._moving(unsure)
         if cfg.use_foot_force and foot_force is not None:
@@ -410,13 +442,21 @@ class ContactDetector:
         holds_on = fz >= cfg.force_off
         for i in range(len(self.flags)):
             wants_change = want_off[i] if self.flags[i] else want_on[i]
-            if not wants_change and not (holds_on[i] and not self.flags[i] and np.isfinite(self._pending_since[i])):
+            duration = 0.0 if quick[i] else cfg.min_duration
+            hold = holds_on[i]
+            if guard and not self.flags[i]:  # a touch-down that begins within retouch_time of the lift-off
+                began = t if np.isnan(self._pending_since[i]) else self._pending_since[i]
+                if began - self.lift_time[i] < cfg.retouch_time - 1e-9:  # nan (no lift-off yet) compares False
+                    duration, hold = cfg.retouch_duration, False
+            if not wants_change and not (hold and not self.flags[i] and np.isfinite(self._pending_since[i])):
                 self._pending_since[i] = np.nan
                 continue
             if np.isnan(self._pending_since[i]):
                 self._pending_since[i] = t
-            if t - self._pending_since[i] >= cfg.min_duration - 1e-9:
+            if t - self._pending_since[i] >= duration - 1e-9:
                 self.flags[i] = not self.flags[i]
                 self.onset[i] = self._pending_since[i] if cfg.backdate else t
+                if not self.flags[i]:
+                    self.lift_time[i] = self.onset[i]
                 self._pending_since[i] = np.nan
         return self.flags.copy()
