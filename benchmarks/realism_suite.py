@@ -418,7 +418,8 @@ def main() -> int:
         default=[],
         metavar="KEY=VALUE",
         help="parameter override of the OE (and OE+m) runs, flat name of mcoe_ros/io/params.py, YAML value"
-        " (e.g. --set dynamics.model=soft --set actuator.enabled=false); repeatable",
+        " (e.g. --set dynamics.model=soft --set actuator.enabled=false --set noise.joint_torque_weight=frozen"
+        " --set noise.accelerometer_realised=false); repeatable",
     )
     ap.add_argument(
         "--profile",

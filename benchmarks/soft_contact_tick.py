@@ -14,7 +14,7 @@ import numpy as np
 from mcoe_ros.io.bag import iter_messages
 from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.io.params import node_config
-from mcoe_ros.testing.data import SAMPLE_BAG
+from mcoe_ros.testing.data import EIV_OFF, SAMPLE_BAG
 
 
 def main() -> int:
@@ -23,7 +23,8 @@ def main() -> int:
     args = ap.parse_args()
     print(f"load average {os.getloadavg()}")
     for model in ("rigid", "soft"):
-        over = {"dynamics.model": model, "actuator.enabled": False, "solver.backend": "python"}
+        # both rows without the errors-in-variables defaults (the soft model does not support them)
+        over = {"dynamics.model": model, "actuator.enabled": False, "solver.backend": "python", **EIV_OFF}
         feed = SensorFeed(node_config(over))
         out = []
         for _topic, t_ns, msg in iter_messages(SAMPLE_BAG, ["low_state"]):

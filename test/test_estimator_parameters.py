@@ -23,7 +23,7 @@ from mcoe_ros.multibody.actuator import ParameterLayout
 from mcoe_ros.multibody.inertia import is_physically_consistent, pi_about_com, pi_from_com
 from mcoe_ros.multibody.interval import MultibodyIntervalModel
 from mcoe_ros.multibody.robot import RobotModel
-from mcoe_ros.testing.data import first_estimates
+from mcoe_ros.testing.data import EIV_OFF, first_estimates
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +73,7 @@ def test_combined_body_represents_a_robot_lighter_than_its_urdf(robot):
 def test_estimator_with_every_parameter_block_runs_and_reports_them():
     over = {"actuator.enabled": True, "imu_bias.enabled": True, "noise.joint_torque": 0.1}
     over.update({"payload.leg_mass.enabled": True, "payload.leg_mass.min_swing": 0.0})  # never frozen here
+    over.update(EIV_OFF)  # the errors-in-variables defaults do not support a leg mass scale
     over["payload.leg_mass.min_swing_speed"] = 0.0
     over.update({"estimator.window": 0.06, "estimator.tick_period": 0.02, "solver.max_iterations": 1})
     feed = SensorFeed(node_config(over))
@@ -120,7 +121,7 @@ def test_compiled_path_declares_the_leg_mass_scale_unsupported(robot):
 def test_leg_mass_gate_keeps_k_on_windows_without_swing():
     """All feet down in every knot (the sample bag's first second is a squat-sway): every solve keeps log k at its
     prior (the anchor), the published deviation stays ~0 kg; a knot with a foot in the air counts as swing."""
-    over = {"payload.leg_mass.enabled": True, "estimator.window": 0.06, "estimator.tick_period": 0.02}
+    over = {"payload.leg_mass.enabled": True, "estimator.window": 0.06, "estimator.tick_period": 0.02, **EIV_OFF}
     feed = SensorFeed(node_config(over))
     out = first_estimates(feed, 4)
     gate = feed.estimator.leg_gate

@@ -175,6 +175,6 @@ def test_standing_still_keeps_the_payload_com_near_the_trunk(stand_bag):
     free, m_free, _ = com_error({"payload.min_vertical_excitation": 0.0})
     gate = feed.estimator.moment_gate
     assert gate.frozen == gate.solves > 0  # standing: every window unexcited
-    assert abs(free[2]) > 0.15
+    assert abs(free[2]) > 0.12  # 0.147 m with the errors-in-variables default (frozen weight: > 0.15)
     assert abs(gated[2]) < 0.06 and np.linalg.norm(gated[:2]) < 0.01
     assert m_gated == pytest.approx(3.0, rel=0.02)

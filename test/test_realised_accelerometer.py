@@ -220,7 +220,7 @@ def test_estimator_with_the_realised_accelerometer_runs_both_solvers():
     ]
     for extra, text in bad:
         with pytest.raises(ConfigError, match=f"noise.accelerometer_realised.*{text}"):
-            node_config({**base, **extra})
+            node_config({**base, **extra, "noise.joint_torque_weight": "frozen"})
     over = {
         **base,
         "noise.realised_standing_time": 0.0,  # every interval (the gate: test_realised_accelerometer_only_standing)
@@ -251,11 +251,9 @@ def test_realised_accelerometer_only_standing():
     """noise.realised_standing_time (default 0.1 s): an interval has the realised accelerometer only when its first
     knot has every foot down for that long (stance times; its contacts without them), whatever the other flags; the
     models are those of the plain cache otherwise (same contact set, same pseudo-measurements); 0 = every interval;
-    off by default, and the option alone makes 'auto' take the Python solver even on a window with no coupled
-    interval yet (a shift may bring one)."""
+    on by default."""
     assert (
-        EstimatorConfig().noise.realised_standing_time == 0.1
-        and EstimatorConfig().noise.accelerometer_realised is False
+        EstimatorConfig().noise.realised_standing_time == 0.1 and EstimatorConfig().noise.accelerometer_realised is True
     )
     feet4 = (True,) * 4
     flags = [feet4] * 12
@@ -272,7 +270,7 @@ def test_realised_accelerometer_only_standing():
     running, terminal = builder.phase_models(knots, None)
     assert [i for i, m in enumerate(running) if not m.noise_coupled] == [3, 4, 5]
     assert not terminal.noise_coupled
-    plain = Estimator(EstimatorConfig()).builder
+    plain = Estimator(EstimatorConfig(noise=NoiseConfig(accelerometer_realised=False))).builder
     assert plain.realised_models is None
     ref, _ = plain.phase_models(knots, None)
     for m, r in zip(running, ref, strict=True):

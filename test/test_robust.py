@@ -129,9 +129,11 @@ def test_compiled_declares_robust_unsupported():
 def _run_sample(over: dict, n: int = 4) -> tuple[list, object]:
     from mcoe_ros.io.feed import SensorFeed
     from mcoe_ros.io.params import node_config
-    from mcoe_ros.testing.data import first_estimates
+    from mcoe_ros.testing.data import EIV_OFF, first_estimates
 
     base = {"estimator.window": 0.06, "estimator.tick_period": 0.02, "noise.joint_torque": 0.1}
+    if over.get("robust.loss", "quadratic") != "quadratic":  # the errors-in-variables defaults need quadratic costs
+        base.update(EIV_OFF)
     feed = SensorFeed(node_config({**base, **over}))
     return first_estimates(feed, n), feed.estimator
 

@@ -27,7 +27,7 @@ from mcoe_ros.multibody.robot import RobotModel
 from mcoe_ros.multibody.soft_contact import SoftContactModel
 from mcoe_ros.multibody.soft_dynamics import SoftContactNewtonError, SoftPhaseDynamicsModel
 from mcoe_ros.ocp import numdiff
-from mcoe_ros.testing.data import SAMPLE_BAG
+from mcoe_ros.testing.data import EIV_OFF, SAMPLE_BAG
 
 PI = np.array([2.0, 0.1, -0.05, 0.2, 0.05, 0.001, 0.06, 0.002, 0.003, 0.07])
 STAND = np.tile([0.0, 0.8, -1.6], 4)
@@ -155,7 +155,7 @@ def test_soft_rejects_actuator_and_is_not_compiled(robot):
 
 
 def soft_feed(**extra) -> SensorFeed:
-    over = {"dynamics.model": "soft", "actuator.enabled": False, "noise.joint_torque": 0.1}
+    over = {"dynamics.model": "soft", "actuator.enabled": False, "noise.joint_torque": 0.1, **EIV_OFF}
     over.update({"estimator.window": 0.06, "estimator.tick_period": 0.02, **extra})
     return SensorFeed(node_config(over))
 

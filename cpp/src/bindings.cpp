@@ -337,9 +337,9 @@ PYBIND11_MODULE(_mcoe, m) {
            [](const Solver& s, int k) -> py::object {
              const Knot& kn = s.knot(k);
              if (!kn.has_dW) return py::none();
-             return py::make_tuple(kn.lth, kn.Lwth, kn.Lthth, kn.dW);
+             return py::make_tuple(kn.lth, kn.Lwth, kn.Lthth);
            },
-           "Parametric noise terms (lth, Lwth, Lthth, dW (nv * nv, ntheta)) of interval k, None if not set.")
+           "Parametric noise terms (lth, Lwth, Lthth) of interval k, None if not set.")
       .def("knot_noise_info", [](const Solver& s, int k) { return s.knot(k).w0; },
            "Constant diagonal velocity-noise information (nv,) of interval k (W without the torque-noise model).")
       .def_property(

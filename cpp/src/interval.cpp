@@ -25,6 +25,31 @@ namespace mcoe {
 namespace pin = pinocchio;
 using MK = MeasurementSpec::Kind;
 
+namespace {
+// d(spatial inertia (6x6, linear then angular, about the frame origin))/d(pi_k) for Pinocchio's dynamic parameters
+// pi = (m, m c_x, m c_y, m c_z, I_xx, I_xy, I_yy, I_xz, I_yz, I_zz) (I about the frame origin): the matrix
+// [[m 1, -[h]x], [[h]x, I]] is linear in pi
+const std::array<Eigen::Matrix<double, 6, 6>, 10>& spatialInertiaBasis() {
+  static const std::array<Eigen::Matrix<double, 6, 6>, 10> basis = [] {
+    std::array<Eigen::Matrix<double, 6, 6>, 10> b;
+    for (auto& m : b) m.setZero();
+    b[0].topLeftCorner<3, 3>().setIdentity();
+    for (int a = 0; a < 3; ++a) {
+      const Mat3 h = pin::skew(Vec3(Vec3::Unit(a)));
+      b[1 + a].topRightCorner<3, 3>() = -h;
+      b[1 + a].bottomLeftCorner<3, 3>() = h;
+    }
+    const int rows[6] = {0, 0, 1, 0, 1, 2}, cols[6] = {0, 1, 1, 2, 2, 2};
+    for (int i = 0; i < 6; ++i) {
+      b[4 + i](3 + rows[i], 3 + cols[i]) = 1.0;
+      b[4 + i](3 + cols[i], 3 + rows[i]) = 1.0;
+    }
+    return b;
+  }();
+  return basis;
+}
+}  // namespace
+
 IntervalModel::IntervalModel(const PinModel& m, const std::vector<int>& contact_frames,
                              const std::vector<int>& impulse_frames, double dt_, double mu, double accuracy,
                              int max_iter, int payload_joint, const Mat& payload_to_joint, const Vec& nominal_pi,
@@ -56,6 +81,10 @@ IntervalModel::IntervalModel(const PinModel& m, const std::vector<int>& contact_
     if (std::find(contact_frames_.begin(), contact_frames_.end(), f) == contact_frames_.end())
       throw std::invalid_argument("damped frames must be contact frames");
   if (kd_ < 0.0) throw std::invalid_argument("need kd >= 0");
+  payload_basis_.assign(10, Eigen::Matrix<double, 6, 6>::Zero());
+  if (!payload_on_universe_)
+    for (int j = 0; j < 10; ++j)
+      for (int k = 0; k < 10; ++k) payload_basis_[j] += A_(k, j) * spatialInertiaBasis()[k];
 }
 
 void IntervalModel::addMeasurement(MeasurementSpec s) {
@@ -675,58 +704,62 @@ void IntervalModel::velocityNoiseCovariance(const IntervalData& d, const Vec& to
   out.diagonal().array() += floor_std * floor_std;
 }
 
-namespace {
-// d(spatial inertia (6x6, linear then angular, about the frame origin))/d(pi_k) for Pinocchio's dynamic parameters
-// pi = (m, m c_x, m c_y, m c_z, I_xx, I_xy, I_yy, I_xz, I_yz, I_zz) (I about the frame origin): the matrix
-// [[m 1, -[h]x], [[h]x, I]] is linear in pi
-const std::array<Eigen::Matrix<double, 6, 6>, 10>& spatialInertiaBasis() {
-  static const std::array<Eigen::Matrix<double, 6, 6>, 10> basis = [] {
-    std::array<Eigen::Matrix<double, 6, 6>, 10> b;
-    for (auto& m : b) m.setZero();
-    b[0].topLeftCorner<3, 3>().setIdentity();
-    for (int a = 0; a < 3; ++a) {
-      const Mat3 h = pin::skew(Vec3(Vec3::Unit(a)));
-      b[1 + a].topRightCorner<3, 3>() = -h;
-      b[1 + a].bottomLeftCorner<3, 3>() = h;
-    }
-    const int rows[6] = {0, 0, 1, 0, 1, 2}, cols[6] = {0, 1, 1, 2, 2, 2};
-    for (int i = 0; i < 6; ++i) {
-      b[4 + i](3 + rows[i], 3 + cols[i]) = 1.0;
-      b[4 + i](3 + cols[i], 3 + rows[i]) = 1.0;
-    }
-    return b;
-  }();
-  return basis;
+
+void IntervalModel::noiseCovarianceFactors(IntervalData& d, const Eigen::Ref<const Vec>& q, const Vec& torque_std,
+                                           Mat& cov, Mat& Z, Mat& R) const {
+  const Mat& a = d.da_dtau;
+  velocityNoiseCovariance(d, torque_std, 0.0, cov);
+  if (Z.rows() != nv || Z.cols() != 6 + nj) Z.setZero(nv, 6 + nj);
+  if (R.rows() != 6 + nj || R.cols() != nv) R.setZero(6 + nj, nv);
+  if (!payload_on_universe_) {
+    thread_local Mat jac;
+    jac.setZero(6, nv);
+    PIN_CALL(pin::computeJointJacobian(d.model, d.aux, q, payload_joint_, jac));  // LOCAL
+    Z.leftCols(6).noalias() = a * jac.transpose();
+    R.topRows(6).noalias() = jac * cov;
+  } else {
+    Z.leftCols(6).setZero();
+    R.topRows(6).setZero();
+  }
+  Z.rightCols(nj) = a.rightCols(nj);
+  R.bottomRows(nj) = cov.bottomRows(nj);
 }
-}  // namespace
+
+bool IntervalModel::noiseMixing(const Eigen::Ref<const Vec>& c, Eigen::Matrix<double, 6, 6>& payload,
+                                Vec& joints) const {
+  // d I_joint / d pi_j = sum_k A[k, j] basis[k] (pi_joint = A pi + nominal); rotor inertia g: its joints' armature
+  payload.setZero();
+  bool any = false;
+  if (!payload_on_universe_) {
+    for (int j = 0; j < 10; ++j) {
+      if (c[j] == 0.0) continue;
+      any = true;
+      payload += c[j] * payload_basis_[j];
+    }
+  }
+  joints.setZero(nj);
+  if (n_groups_) {
+    const auto rotor = c.segment(10 + 2 * n_groups_, n_groups_);
+    if (!rotor.isZero(0.0)) {
+      any = true;
+      joints.noalias() = groups_ * rotor;
+    }
+  }
+  return any;
+}
 
 void IntervalModel::velocityNoiseCovarianceDerivative(IntervalData& d, const Eigen::Ref<const Vec>& q,
                                                       const Vec& torque_std, Mat& out) const {
-  const Mat& a = d.da_dtau;
-  Mat cov;
-  velocityNoiseCovariance(d, torque_std, 0.0, cov);
+  Mat cov, Z, R, x;
+  noiseCovarianceFactors(d, q, torque_std, cov, Z, R);
   out.setZero(nv * nv, npi);
-  Mat x(nv, nv);
-  const auto add = [&](int col) {  // column col = vec(-(X + X^T))
-    Eigen::Map<Mat> dq(out.col(col).data(), nv, nv);
-    dq = -(x + x.transpose());
-  };
-  if (!payload_on_universe_) {
-    Mat jac = Mat::Zero(6, nv);
-    PIN_CALL(pin::computeJointJacobian(d.model, d.aux, q, payload_joint_, jac));  // LOCAL
-    const Mat aj = a * jac.transpose();  // (nv, 6)
-    const Mat jq = jac * cov;            // (6, nv)
-    const auto& basis = spatialInertiaBasis();
-    for (int j = 0; j < 10; ++j) {  // d I_joint / d pi_j = sum_k A[k, j] basis[k] (pi_joint = A pi + nominal)
-      Eigen::Matrix<double, 6, 6> bj = Eigen::Matrix<double, 6, 6>::Zero();
-      for (int k = 0; k < 10; ++k) bj += A_(k, j) * basis[k];
-      x.noalias() = aj * (bj * jq);
-      add(j);
-    }
-  }
-  for (int g = 0; g < n_groups_; ++g) {  // rotor inertia g: the armature of its joints
-    x.noalias() = a.rightCols(nj) * groups_.col(g).asDiagonal() * cov.bottomRows(nj);
-    add(10 + 2 * n_groups_ + g);
+  Eigen::Matrix<double, 6, 6> b;
+  Vec joints;
+  for (int j = 0; j < npi; ++j) {
+    if (!noiseMixing(Vec::Unit(npi, j), b, joints)) continue;
+    x.noalias() = Z.leftCols(6) * (b * R.topRows(6));
+    x.noalias() += Z.rightCols(nj) * joints.asDiagonal() * R.bottomRows(nj);
+    Eigen::Map<Mat>(out.col(j).data(), nv, nv) = -(x + x.transpose());
   }
 }
 

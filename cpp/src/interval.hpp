@@ -69,10 +69,18 @@ class IntervalModel {
   void calcDiffAfterCalc(IntervalData& d, const Vec& x, const Vec& pi) const;
   // velocity-noise covariance from white joint-torque noise (after calcDiff), see Python velocity_noise_covariance
   void velocityNoiseCovariance(const IntervalData& d, const Vec& torque_std, double floor_std, Mat& out) const;
-  // derivative of the torque-noise part Q = D D^T of that covariance (floor 0) with respect to pi at the last calcDiff
-  // at configuration q: column j of out (nv * nv, npi) is vec(dQ/dpi_j) (zero for the parameters that do not change
-  // the joint-space inertia M: friction, biases), dQ = -(A dM Q + Q dM A^T) with A = da/dtau (Python
-  // PhaseDynamicsModel.velocity_noise_covariance_derivative). Uses d's aux data (scratch)
+  // the derivative of the torque-noise part Q = D D^T of that covariance (floor 0) with respect to pi at the last
+  // calcDiff, at configuration q, in factored form: dQ/dpi_j = -(X_j + X_j^T) with X_j = A dM_j Q = Z C_j R (A =
+  // da/dtau, dM_j = dM/dpi_j; Python PhaseDynamicsModel.velocity_noise_covariance_derivative), Z = [A J^T, A_j]
+  // (nv, 6 + nj), R = [J Q; Q_j] (6 + nj, nv) with J the payload joint's LOCAL Jacobian and _j the joints' columns /
+  // rows, C_j = blockdiag(dI/dpi_j (6, 6), diag(d armature/dpi_j) (nj, nj)) (noiseMixing). cov: Q. Uses d's aux data
+  void noiseCovarianceFactors(IntervalData& d, const Eigen::Ref<const Vec>& q, const Vec& torque_std, Mat& cov,
+                              Mat& Z, Mat& R) const;
+  // the mixing C = sum_j c_j C_j of a combination c (npi,) of the parameters (e.g. a column of dpi/dtheta): the
+  // payload block (6, 6) and the joints' diagonal (nj,); false if C = 0 (friction, biases)
+  bool noiseMixing(const Eigen::Ref<const Vec>& c, Eigen::Matrix<double, 6, 6>& payload, Vec& joints) const;
+  // the same densely: column j of out (nv * nv, npi) is vec(dQ/dpi_j) (zero for the parameters that do not change
+  // the joint-space inertia M: friction, biases)
   void velocityNoiseCovarianceDerivative(IntervalData& d, const Eigen::Ref<const Vec>& q, const Vec& torque_std,
                                          Mat& out) const;
   // a realised-acceleration accelerometer is among the measurements: the residual depends on the interval's noise
@@ -112,6 +120,9 @@ class IntervalModel {
   bool payload_on_universe_;
   int reg_cols_;  // first regressor column of the payload's parent joint
   Mat A_;         // payload frame -> parent joint frame (10, 10)
+  // d(spatial inertia of the payload's parent body, 6x6)/d(pi_j) for the 10 payload parameters (constant: pi enters
+  // the joint's dynamic parameters linearly, A_ pi + nominal)
+  std::vector<Eigen::Matrix<double, 6, 6>> payload_basis_;
   Vec nominal_pi_;
   Mat groups_;    // actuator: joint -> group incidence (nj, n_groups), empty without an actuator model
   double eps_;

@@ -531,18 +531,20 @@ void Solver::refreshNoise(double& cost) {
 #pragma omp parallel for schedule(dynamic) num_threads(options.threads)
   for (int k = 0; k < n; ++k) {
     try {
-      thread_local Mat cov, dcov;
+      thread_local Mat cov, Z, R;
       Knot& kn = knots_[k];
       const Vec& w = ws[k];
       const double before = w.dot(kn.W * w);
       // the torque noise on top of the interval's constant velocity noise diag(w0)^-1
-      kn.model->velocityNoiseCovariance(*kn.data, torque_std_, 0.0, cov);
+      if (parametric_noise_)
+        kn.model->noiseCovarianceFactors(*kn.data, xs[k].head(nq_), torque_std_, cov, Z, R);
+      else
+        kn.model->velocityNoiseCovariance(*kn.data, torque_std_, 0.0, cov);
       cov.diagonal() += kn.w0.cwiseInverse();
-      kn.W = cov.inverse();
-      if (parametric_noise_) {
-        kn.model->velocityNoiseCovarianceDerivative(*kn.data, xs[k].head(nq_), torque_std_, dcov);
-        setNoiseDerivative(kn, w, cov, dcov);
-      }
+      if (parametric_noise_)
+        setNoiseDerivative(kn, w, cov, Z, R);  // also W = S^T S
+      else
+        kn.W = cov.inverse();
       kn.refresh_delta = 0.5 * (w.dot(kn.W * w) - before);
     } catch (const std::exception& e) {
       errors[k] = e.what();
@@ -555,38 +557,48 @@ void Solver::refreshNoise(double& cost) {
   }
 }
 
-void Solver::setNoiseDerivative(Knot& kn, const Vec& w, const Mat& cov, const Mat& dcov_pi) const {
-  // cost 1/2 ||S(theta) w||^2 with S = L^-1, cov = L L^T; G[:, i] = (dS/dtheta_i) w = -Phi(S dcov_i S^T) S w (Phi:
-  // lower triangle with half diagonal), l_theta = G^T S w, L_wtheta = S^T G, L_thth = G^T G; dW_i = -W dcov_i W
-  const int nv = nv_, nth = param_.size();
-  thread_local Mat dth, chol, sinv, phi, g, tmp;
-  thread_local Vec y;
-  dth.noalias() = dcov_pi * dpi;  // (nv * nv, ntheta)
-  if (kn.lth.size() != nth || kn.dW.rows() != nv * nv) {  // first parametric refresh of this knot
+void Solver::setNoiseDerivative(Knot& kn, const Vec& w, const Mat& cov, const Mat& Z, const Mat& R) const {
+  // cost 1/2 ||S(theta) w||^2 with S = L^-1, cov = L L^T (W = S^T S): G[:, i] = (dS/dtheta_i) w = -Phi(S dcov_i S^T)
+  // S w (Phi: lower triangle with half diagonal), l_theta = G^T S w, L_wtheta = S^T G, L_thth = G^T G. dcov_i =
+  // -(X_i + X_i^T), X_i = Z C_i R (C_i: the mixing of dpi/dtheta_i, IntervalModel::noiseMixing), so S X_i S^T =
+  // (S Z) C_i (R S^T): one small product per parameter (a payload block of rank 6, a rotor group's joints)
+  const int nv = nv_, nth = param_.size(), nj = kn.model->nj;
+  thread_local Mat sinv, sz, rs, x, phi, g, t6;
+  thread_local Vec y, joints;
+  thread_local Eigen::Matrix<double, 6, 6> b;
+  if (kn.lth.size() != nth || kn.mix_b.cols() != nth) {  // first parametric refresh of this knot
     kn.lth.setZero(nth);
     kn.Lwth.setZero(nv, nth);
     kn.Lthth.setZero(nth, nth);
-    kn.dW.setZero(nv * nv, nth);
-    kn.wwt.setZero(nv, nv);
+    kn.mix_b.setZero(36, nth);
+    kn.mix_j.setZero(nj, nth);
+    kn.zu.setZero(Z.cols());
+    kn.ru.setZero(R.rows());
   }
   Eigen::LLT<Mat> llt(cov);
   if (llt.info() != Eigen::Success) throw std::runtime_error("velocity-noise covariance not positive definite");
-  chol = llt.matrixL();
   sinv = Mat::Identity(nv, nv);
-  chol.triangularView<Eigen::Lower>().solveInPlace(sinv);  // S = L^-1 (lower)
+  llt.matrixL().solveInPlace(sinv);  // S = L^-1 (lower)
+  kn.W.noalias() = sinv.transpose() * sinv;
+  kn.nZ = Z;
+  kn.nR = R;
   y.noalias() = sinv * w;
+  sz.noalias() = sinv * Z;
+  rs.noalias() = R * sinv.transpose();
   g.setZero(nv, nth);
   for (int i = 0; i < nth; ++i) {
-    Eigen::Map<Mat> dw(kn.dW.col(i).data(), nv, nv);
-    if (dth.col(i).isZero(0.0)) {
-      dw.setZero();
-      continue;
+    const bool any = kn.model->noiseMixing(dpi.col(i), b, joints);
+    kn.mix_b.col(i) = Eigen::Map<const Vec>(b.data(), 36);
+    kn.mix_j.col(i) = joints;
+    if (!any) continue;
+    x.setZero(nv, nv);  // S X_i S^T
+    if (!b.isZero(0.0)) {
+      t6.noalias() = b * rs.topRows(6);
+      x.noalias() += sz.leftCols(6) * t6;
     }
-    const Eigen::Map<const Mat> dc(dth.col(i).data(), nv, nv);
-    tmp.noalias() = dc * kn.W;
-    dw.noalias() = -kn.W * tmp;
-    tmp.noalias() = dc * sinv.transpose();
-    phi.noalias() = sinv * tmp;
+    for (int j = 0; j < nj; ++j)  // a rotor group: rank one per joint of the group
+      if (joints[j] != 0.0) x.noalias() += joints[j] * sz.col(6 + j) * rs.row(6 + j);
+    phi = -(x + x.transpose());
     phi.diagonal() *= 0.5;
     g.col(i).noalias() = -(phi.triangularView<Eigen::Lower>() * y);
   }
@@ -752,10 +764,21 @@ double Solver::tryStep(double alpha, double& gap_l1) {
         }
         kn.ww.noalias() = kn.W * ws_try_[k];
         kn.trial_cost += 0.5 * ws_try_[k].dot(kn.ww);
-        if (kn.has_dW) {  // parametric noise: 1/2 w^T (W + sum_i dtheta_i dW_i) w, dtheta = alpha * direction
-          kn.wwt.noalias() = ws_try_[k] * ws_try_[k].transpose();
-          const Eigen::Map<const Vec> wwt(kn.wwt.data(), kn.wwt.size());
-          kn.trial_cost += 0.5 * alpha * dtheta.dot(kn.dW.transpose() * wwt);
+        if (kn.has_dW) {
+          // parametric noise: 1/2 w^T (W + sum_i dtheta_i dW_i) w, dtheta = alpha * direction, with
+          // w^T dW_i w = 2 u^T X_i u = 2 (Z^T u)^T C_i (R u), u = W w
+          kn.zu.noalias() = kn.nZ.transpose() * kn.ww;
+          kn.ru.noalias() = kn.nR * kn.ww;
+          const int nj = kn.model->nj;
+          double dq = 0.0;
+          for (int i = 0; i < dtheta.size(); ++i) {
+            if (dtheta[i] == 0.0) continue;
+            const Eigen::Map<const Eigen::Matrix<double, 6, 6>> bi(kn.mix_b.col(i).data());
+            double q = kn.zu.head<6>().dot(bi * kn.ru.head<6>());
+            q += (kn.zu.tail(nj).array() * kn.mix_j.col(i).array() * kn.ru.tail(nj).array()).sum();
+            dq += dtheta[i] * 2.0 * q;
+          }
+          kn.trial_cost += 0.5 * alpha * dq;
         }
         kn.gw.tail(nv_) = ws_try_[k];
         integrate(t.xnext, kn.gw, kn.y_try);

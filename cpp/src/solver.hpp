@@ -104,15 +104,17 @@ struct Knot {
   Vec Lw;
   Mat Lwz, Lww, Lwb;
   // parametric noise (Solver::setTorqueNoise with parametric): the noise cost's theta terms at the knot's w (Python
-  // Knot.set_noise_derivative): lth (ntheta,), Lwth (nv, ntheta), Lthth (ntheta, ntheta), and dW (nv * nv, ntheta),
-  // column i = vec(dW/dtheta_i) for the line-search trials; has_dW false until refreshNoise sets them
+  // Knot.set_noise_derivative): lth (ntheta,), Lwth (nv, ntheta), Lthth (ntheta, ntheta); for the line-search trials
+  // dW_i = W (X_i + X_i^T) W with X_i = Z C_i R (IntervalModel::noiseCovarianceFactors): nZ, nR and the mixings C_i
+  // (mix_b (36, ntheta): the payload blocks, column-major; mix_j (nj, ntheta): the joints' diagonals); has_dW false
+  // until refreshNoise sets them
   Vec lth;
-  Mat Lwth, Lthth, dW;
+  Mat Lwth, Lthth, nZ, nR, mix_b, mix_j;
   bool has_dW = false;
   bool coupled() const { return !terminal && model->noise_coupled; }
   // preallocated scratch (no allocation per knot per iteration; linearizeKnot's matrices are per thread)
   Vec gw, y_try, c_try, next, ww;  // ww: W w
-  Mat wwt;                          // parametric noise trials: w w^T (nv, nv)
+  Vec zu, ru;                        // parametric noise trials: Z^T W w, R W w
   double refresh_delta = 0.0;       // refreshNoise: the change of the knot's noise cost
   bool terminal = false;
   bool forward_ready = false;  // data holds calc() at (xs[k], pi) (the accepted trial): calcDiff skips the forward
@@ -215,9 +217,9 @@ class Solver {
   Vec torque_std_;
   bool parametric_noise_ = false;
   Mat noise_cov_;  // refreshNoise scratch (nv, nv)
-  // the parametric noise terms of a knot at its w from dcov (nv * nv, npi) = vec(dSigma/dpi) (refreshNoise)
-  // (cov: the knot's velocity-noise covariance W^-1)
-  void setNoiseDerivative(Knot& kn, const Vec& w, const Mat& cov, const Mat& dcov_pi) const;
+  // the parametric noise terms of a knot at its w (refreshNoise): cov = W^-1, and dSigma/dpi in the factored form
+  // of IntervalModel::noiseCovarianceFactors (Z, R)
+  void setNoiseDerivative(Knot& kn, const Vec& w, const Mat& cov, const Mat& Z, const Mat& R) const;
   // Riccati workspace
   std::vector<Vec> Vx_, Vth_, k_;
   std::vector<Mat> Vxx_, Vxth_, Vthth_, K_, P_;

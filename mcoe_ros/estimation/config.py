@@ -65,7 +65,7 @@ class NoiseConfig:
     #: the accelerometer measures the interval's realised acceleration a + n_v/dt (the model's plus the process noise
     #: on the base velocity), not the model's a(x, τ̃; θ) alone: the noise the dynamics needs (torque noise, feet that
     #: slide) is then seen by the IMU as well (Riccati cross terms, :mod:`mcoe_ros.ocp.interval`; both solvers)
-    accelerometer_realised: bool = False
+    accelerometer_realised: bool = True
     #: s; the realised accelerometer only on intervals whose first knot has every foot down for at least this long
     #: (standing, swaying: the process noise is the torque noise's), the model's acceleration elsewhere (a gait's
     #: stances, whose noise also carries the rigid contacts' errors); 0 = every interval
@@ -119,7 +119,7 @@ class NoiseConfig:
     #: linearisation and holds it fixed in θ (then a least-squares estimate prefers a body that makes the noisy torque
     #: matter less: heavier, larger inertia; the errors-in-variables bias of docs/realism.md); 'parametric'
     #: differentiates the noise cost in θ as well (:mod:`mcoe_ros.ocp.problem`, "Parametric noise"; both solvers)
-    joint_torque_weight: str = "frozen"
+    joint_torque_weight: str = "parametric"
     #: white noise on each stance foot's contact-constraint acceleration J a = -γ + w, m/s² (isotropic; process_model
     #: 'velocity', rigid dynamics, Python solver only): the rigid contact holds feet that really move (a soft ground's
     #: sinking under a changing load, a round foot's rolling); adds dt² σ² (da/dw)(da/dw)ᵀ to the interval's velocity

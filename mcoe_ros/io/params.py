@@ -743,6 +743,16 @@ def check_config(cfg: NodeConfig) -> NodeConfig:
         raise ConfigError("parameter 'payload.leg_mass.enabled' needs solver.backend auto or python (not compiled)")
     if cfg.estimator.dynamics.model == "soft" and cfg.estimator.payload.leg_mass.enabled:
         raise ConfigError("parameter 'dynamics.model' 'soft' needs payload.leg_mass.enabled false (no leg mass scale)")
+    if cfg.estimator.noise.contact_acceleration > 0.0:
+        if cfg.estimator.solver.backend == "compiled":
+            raise ConfigError(
+                "parameter 'noise.contact_acceleration' needs solver.backend auto or python (not compiled)"
+            )
+        if cfg.estimator.dynamics.model != "rigid" or cfg.estimator.noise.process_model != "velocity":
+            raise ConfigError(
+                "parameter 'noise.contact_acceleration' needs dynamics.model rigid, process_model velocity"
+            )
+    # the errors-in-variables defaults last: an option set explicitly names itself first
     if cfg.estimator.noise.joint_torque_weight == "parametric":
         est = cfg.estimator
         why = [
@@ -757,7 +767,9 @@ def check_config(cfg: NodeConfig) -> NodeConfig:
         ]
         missing = [text for text, ok in why if not ok]
         if missing:
-            raise ConfigError(f"parameter 'noise.joint_torque_weight' 'parametric' needs {', '.join(missing)}")
+            raise ConfigError(
+                f"parameter 'noise.joint_torque_weight' 'parametric' needs {', '.join(missing)} (or set it 'frozen')"
+            )
     if cfg.estimator.noise.accelerometer_realised:
         est = cfg.estimator
         why = [
@@ -766,16 +778,7 @@ def check_config(cfg: NodeConfig) -> NodeConfig:
         ]
         missing = [text for text, ok in why if not ok]
         if missing:
-            raise ConfigError(f"parameter 'noise.accelerometer_realised' needs {', '.join(missing)}")
-    if cfg.estimator.noise.contact_acceleration > 0.0:
-        if cfg.estimator.solver.backend == "compiled":
-            raise ConfigError(
-                "parameter 'noise.contact_acceleration' needs solver.backend auto or python (not compiled)"
-            )
-        if cfg.estimator.dynamics.model != "rigid" or cfg.estimator.noise.process_model != "velocity":
-            raise ConfigError(
-                "parameter 'noise.contact_acceleration' needs dynamics.model rigid, process_model velocity"
-            )
+            raise ConfigError(f"parameter 'noise.accelerometer_realised' needs {', '.join(missing)} (or set it false)")
     return cfg
 
 

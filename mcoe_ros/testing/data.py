@@ -6,6 +6,9 @@ import os
 
 #: the committed 10 s simulator bag (6 s squat-sway then 4 s trot, 7.2 kg payload; see its metadata.yaml)
 SAMPLE_BAG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "go1_sample")
+#: overrides that switch the errors-in-variables defaults off (the frozen torque-noise weight, the model's
+#: accelerometer): for options they do not support (robust losses, soft contact, a leg mass scale)
+EIV_OFF = {"noise.joint_torque_weight": "frozen", "noise.accelerometer_realised": False}
 
 
 def first_estimates(feed, count: int, bag: str = SAMPLE_BAG) -> list:
