@@ -121,7 +121,7 @@ def test_a_simulated_pronk_keeps_its_lift_off_velocity(tmp_path):
         retouch = 0
         for foot in range(flags.shape[1]):
             change = np.flatnonzero(np.diff(flags[:, foot].astype(int))) + 1
-            for a, b in zip(change[:-1], change[1:]):
+            for a, b in zip(change[:-1], change[1:], strict=True):
                 retouch += bool(not flags[a, foot] and times[b] - times[a] < 0.03 - 1e-9)
         return float(np.sqrt(np.mean(z_err**2))), retouch
 
