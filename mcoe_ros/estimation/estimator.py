@@ -277,8 +277,8 @@ class Estimator:
             solver.request_stop()
 
     def reset_payload(self) -> None:
-        """Forget the payload estimate: back to the configured prior (the problem is rebuilt from the last base
-        position: the pose is kept).
+        """Forget the payload estimate: back to the configured prior (the problem is rebuilt from the last good base
+        trajectory and position, :meth:`_base_guess`: the pose is kept).
 
         Safe to call from another thread while :meth:`solve` runs: that solve's result is discarded.
         """
