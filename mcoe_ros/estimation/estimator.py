@@ -11,7 +11,8 @@ nonlinear rollout, and the solver runs a fixed iteration budget (optionally a wa
 A solve that fails (non-finite, cost blow-up, non-physical payload) is discarded: the last good estimate is
 held and reported as such, and the next tick restarts the window with the last good payload as prior and the cold
 iteration budget (after a finite but implausible solve, a cost outlier or payload step, on its solver shifted by the
-whole window: its knot data recycled instead of allocated).
+whole window: its knot data recycled instead of allocated), its base guessed from the last good solve's trajectory
+where that covers the window and from the odometry after it.
 
 Covariances: the Gauss-Newton marginal of the whole window onto (x_N, theta) (forward information
 recursion of :meth:`MCOESolver.marginal_prior` plus the newest knot's measurements, at the solve's last
@@ -139,6 +140,9 @@ class Estimator:
         #: cold iteration budget are a new problem's (the warm budget was tried: docs/performance.md run 10)
         self._recycle: MCOESolver | None = None
         self.last_position: np.ndarray | None = None  #: base position of the last good estimate (kept on reset)
+        #: the last good solve's base trajectory (knot times (local), world positions, world velocities; kept on
+        #: reset): the guess of a problem built anew over knots it covers (see :meth:`_base_guess`)
+        self._solved_base: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.epoch: float | None = None  #: seconds subtracted from input times (float precision)
         detector = detector or ContactDetector(
             robot, config.contact, compiled=False if config.solver.backend == "python" else None
@@ -273,8 +277,8 @@ class Estimator:
             solver.request_stop()
 
     def reset_payload(self) -> None:
-        """Forget the payload estimate: back to the configured prior (the problem is rebuilt from the last base
-        position: the pose is kept).
+        """Forget the payload estimate: back to the configured prior (the problem is rebuilt from the last good base
+        trajectory and position, :meth:`_base_guess`: the pose is kept).
 
         Safe to call from another thread while :meth:`solve` runs: that solve's result is discarded.
         """
@@ -398,7 +402,7 @@ class Estimator:
         position = np.zeros(3) if self.last_position is None else self.last_position.copy()
         if self.last_position is None:
             position[2] = self.builder.standing_height(knots[0])
-        base = self.propagator.states_at([k.t for k in knots]) if self.last_position is not None else None
+        base = self._base_guess([k.t for k in knots]) if self.last_position is not None else None
         running, terminal, inputs, prior, xs = self.builder.fresh_parts(
             knots, position, self.theta, self.theta_info, base
         )
@@ -417,6 +421,49 @@ class Estimator:
             guess[:10] = self.param.parts[0].theta(self.rls_pi)
         solver.set_guess(xs, None, guess)
         return solver
+
+    def _base_guess(self, times: list[float]) -> list[tuple[np.ndarray, np.ndarray]] | None:
+        """World base (p, v) guesses at the knot times (local, ascending) of a problem built anew: the last good solve's
+        trajectory at the times it covers, the input-rate odometry (anchored at that solve's newest knot) after it;
+        None if the odometry does not reach a later time (the caller then holds the last position at zero velocity).
+
+        A tick after a held solve builds a window that begins before the last good solve's newest knot (one held
+        tick of 25 knots in a window of 100): the odometry, which starts at that knot, cannot cover the window's
+        start. Before, the whole guess then fell back to the last good *newest* position at zero velocity, and the
+        arrival prior took it as its mean: through the jump's landing (docs/localisation.md, "A held tick and the
+        restart") the base had fallen ~10 cm between the window's start and that knot, the restarted window sat
+        23-26 cm low for three ticks."""
+        solved = self._solved_base
+        n_solved = 0
+        if solved is not None:
+            t_solved = solved[0]
+            while n_solved < len(times) and t_solved[0] - 1e-9 <= times[n_solved] <= t_solved[-1] + 1e-9:
+                n_solved += 1
+        rest = times[n_solved:]
+        later = self.propagator.states_at(rest) if rest else []
+        if later is None:
+            return None
+        out = []
+        for t in times[:n_solved]:
+            t_solved, p, v = solved
+            out.append(
+                (
+                    np.array([np.interp(t, t_solved, p[:, i]) for i in range(3)]),
+                    np.array([np.interp(t, t_solved, v[:, i]) for i in range(3)]),
+                )
+            )
+        return out + list(later)
+
+    def _remember_solution(self, knots: list[GridKnot], xs: list[np.ndarray]) -> None:
+        """Keep a good solve's base trajectory (world positions and velocities at its knot times) for
+        :meth:`_base_guess`."""
+        nq = self.robot.nq
+        p = np.array([x[:3] for x in xs])
+        v = np.empty_like(p)
+        for i, x in enumerate(xs):
+            q = x[3:7] / np.linalg.norm(x[3:7])
+            v[i] = pin.Quaternion(q[3], q[0], q[1], q[2]).toRotationMatrix() @ x[nq : nq + 3]
+        self._solved_base = (np.array([k.t for k in knots]), p, v)
 
     def _with_belief_sensitivity(self, prior):
         """A prior built from the payload belief with the belief's IMU-bias sensitivity (consider analysis) carried over
@@ -584,6 +631,7 @@ class Estimator:
                 est = self._with_payload_of(est, self.last_good)
             self.last_good = est
             self.last_position = est.position.copy()
+            self._remember_solution(knots, result.xs)
             if self.rls_pi is not None and (self.payload_mode == "rls" or cold):
                 return self._with_rls_payload(est)  # rls mode, or oe+rls fallback when a cold solve ran out of time
             return est
@@ -598,6 +646,7 @@ class Estimator:
             self.window.detector.set_leg_scale(float(result.pi[self.parameters.layout.leg][0]))
         self.last_good = est
         self.last_position = est.position.copy()
+        self._remember_solution(knots, result.xs)
         self.last_status = "ok"
         self._held_in_row = 0
         if not (cold or late):  # warm solves set the cost scale (a cold or late solve's includes the transient)

@@ -583,8 +583,9 @@ _TABLE: tuple[Param, ...] = (
         "contact.retouch_time",
         "estimator.contact.retouch_time",
         "> 0: stance feet unloaded below contact.force_off while no stance foot is loaded lift off at once, and"
-        " for this long after a lift-off a foot re-enters contact only when its force stays above contact.force_on"
-        " for contact.retouch_duration (the force estimate rings after a leg unloads), s; 0 = off",
+        " for this long after the flight's onset (the last stance foot's lift-off) a foot re-enters contact only"
+        " when its force stays above contact.force_on for contact.retouch_duration (the force estimate rings"
+        " when the robot leaves the ground), s; 0 = off",
     ),
     Param(
         "contact.retouch_duration",

@@ -53,10 +53,13 @@ then holds down to force_off), and it cancels the pending lift-off of the last p
 do not move relative to each other, so they are held until force_off_still). The rigid contacts then hold the
 retracting feet still and the window loses the take-off velocity (docs/localisation.md, "The jump's height drop on
 today's code"). With the guard, stance feet below force_off while no stance foot is loaded (>= force_off) lift off
-at that sample (nothing carries the robot: it is leaving the ground), and for ``retouch_time`` after a foot's lift-off
-a touch-down needs the force above force_on for ``retouch_duration`` (the hysteresis band does not hold it): the
-ring decays through force_on within a few samples, a landing stays far above it. With ``backdate`` the confirmed
-touch-down still dates from its first loaded sample.
+at that sample (nothing carries the robot: it is leaving the ground), and for ``retouch_time`` after the flight's
+onset (:attr:`ContactDetector.flight_time`, the last stance foot's lift-off), while every foot is in the air, a
+touch-down needs the force above force_on for ``retouch_duration`` (the hysteresis band does not hold it): the ring
+decays through force_on within a few samples, a landing stays far above it. With ``backdate`` the confirmed
+touch-down still dates from its first loaded sample. Only flights: a foot that lifts off while others stand (a
+trot's lightly loaded foot whose force estimate hovers about force_off in a three-leg phase) re-lands through the
+hysteresis as without the guard (the first version guarded every lift-off and changed the trots' flags there).
 """
 
 from __future__ import annotations
@@ -114,8 +117,8 @@ class ContactConfig:
     observer_gain: float = 500.0  #: 1/s, momentum observer bandwidth K (K dt >= 1: no filtering)
     #: s, > 0: lift-offs that the force estimate's ringing cannot undo (module docstring, "Re-touch guard"): stance
     #: feet below force_off while no stance foot is loaded (>= force_off) lift off at that sample, and for this long
-    #: after its lift-off a foot re-enters contact only when its force stays above force_on for retouch_duration
-    #: (not through the hysteresis band); 0 = off
+    #: after the flight's onset (the last stance foot's lift-off) a foot re-enters contact only when its force stays
+    #: above force_on for retouch_duration (not through the hysteresis band); 0 = off
     retouch_time: float = 0.0
     retouch_duration: float = 0.006  #: s, persistence above force_on of a touch-down within retouch_time
 
@@ -151,6 +154,8 @@ class ContactDetector:
         #: confirming sample); nan = the initial state
         self.onset = np.full(nf, np.nan)
         self.lift_time = np.full(nf, np.nan)  #: s, onset of each foot's last lift-off (nan: none since the start)
+        #: s, onset of the present flight (the last stance foot's lift-off; nan: a foot is down, or no lift-off yet)
+        self.flight_time = np.nan
         #: stance feet down for at least settle_time at the last call of settled() (nfeet,)
         self.aged = np.zeros(nf, dtype=bool)
         #: s, the first update since the (re)start; stances that begin later are landings (nan: none yet)
@@ -201,6 +206,7 @@ class ContactDetector:
         self._stance_since[:] = np.nan
         self.onset[:] = np.nan
         self.lift_time[:] = np.nan
+        self.flight_time = np.nan
         self.stance_time[:] = 0.0
         self.start_time = np.nan
         self.landed[:] = False
@@ -444,9 +450,9 @@ class ContactDetector:
             wants_change = want_off[i] if self.flags[i] else want_on[i]
             duration = 0.0 if quick[i] else cfg.min_duration
             hold = holds_on[i]
-            if guard and not self.flags[i]:  # a touch-down that begins within retouch_time of the lift-off
+            if guard and not self.flags[i]:  # a touch-down that begins within retouch_time of the flight's onset
                 began = t if np.isnan(self._pending_since[i]) else self._pending_since[i]
-                if began - self.lift_time[i] < cfg.retouch_time - 1e-9:  # nan (no lift-off yet) compares False
+                if began - self.flight_time < cfg.retouch_time - 1e-9:  # nan (not in flight) compares False
                     duration, hold = cfg.retouch_duration, False
             if not wants_change and not (hold and not self.flags[i] and np.isfinite(self._pending_since[i])):
                 self._pending_since[i] = np.nan
@@ -459,4 +465,8 @@ class ContactDetector:
                 if not self.flags[i]:
                     self.lift_time[i] = self.onset[i]
                 self._pending_since[i] = np.nan
+        if self.flags.any():
+            self.flight_time = np.nan
+        elif np.isnan(self.flight_time) and np.isfinite(self.lift_time).any():
+            self.flight_time = float(np.nanmax(self.lift_time))
         return self.flags.copy()
