@@ -201,10 +201,12 @@ def test_the_restart_after_a_held_tick_keeps_the_last_good_trajectory(monkeypatc
                 out[est.counters.ticks] = (e.source, e.position.copy())
         return out, est
 
-    free, _ = run()
+    free, free_est = run()
     _hold_once(monkeypatch, "_implausible", "cost outlier (test)", at_tick=15)  # the 16th tick, at 0.95 s
     held, est = run()
-    assert est.counters.held == 1 and held[16][0] == "hold"
+    # the first flight's onset (0.65 s) may hold a solve of its own in both runs (a cost outlier, 1000x the median)
+    assert free_est.counters.held <= 1 and all(free[n][0] == "oe" for n in (15, 16, 17, 18, 19))
+    assert est.counters.held == free_est.counters.held + 1 and held[16][0] == "hold"
     np.testing.assert_array_equal(held[16][1], held[15][1])  # the last good estimate (0.90 s) is held
     for n in (17, 18, 19):  # 1.00 s (the restart), 1.05 s, 1.10 s
         assert held[n][0] == "oe"
