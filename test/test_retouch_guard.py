@@ -48,7 +48,7 @@ def test_without_the_guard_the_ringing_holds_the_front_pair_and_puts_the_rear_fe
     """The previous rules on the recorded sequence: the front pair (unloaded together, so not moving relative to each
     other) is held until its force falls below force_off_still, and the +20 N ring re-lands the rear feet for 2 knots
     while they retract in the air."""
-    flags = _flags_through_flight_onset(ContactConfig())
+    flags = _flags_through_flight_onset(ContactConfig(retouch_time=0.0))
     assert flags[1.442].tolist() == [True, True, False, False]
     assert flags[1.446].tolist() == [True, True, True, True]  # the spurious re-touch of the rear feet
     assert flags[1.450][:2].tolist() == [True, True]  # the front pair still held 8 ms after the true lift-off
@@ -169,7 +169,7 @@ def test_the_guard_leaves_a_re_touch_while_other_feet_stand_to_the_hysteresis():
     """A foot that lifts off while others stand is no flight: with the guard, its re-touch within retouch_time goes
     through the ordinary hysteresis, as without it (the first version guarded every lift-off: FL stayed in the air
     here, and the trots' payload changed by up to 0.28 points, docs/localisation.md)."""
-    off = _flags_through_three_leg_phase(ContactConfig())
+    off = _flags_through_three_leg_phase(ContactConfig(retouch_time=0.0))
     on = _flags_through_three_leg_phase(ContactConfig(retouch_time=0.03))
     assert off[0.554].tolist() == [False, True, False, True]  # FL's spurious lift-off (confirmed after 2 ms)
     assert off[0.568].tolist() == [True, True, False, True]  # re-landed at 8.5 N, held by the hysteresis

@@ -44,7 +44,7 @@ rotor inertia I_r (armature) enters only as I_r dq in p; a *wrong* I_r still rea
 observer cannot tell a wrong model from a force). At K dt >= 1 (the default at 500 Hz) r is the interval's mean
 J^T f, half a sample late; a lower K trades delay for noise. f = J_l^-T r.
 
-Re-touch guard (``retouch_time`` > 0, off by default). When the last stance feet leave the ground the legs and the
+Re-touch guard (``retouch_time`` > 0, 0.03 s by default; 0 = the previous rules). When the last stance feet leave the ground the legs and the
 base change their accelerations within a sample (the specific force jumps, the controller switches to flight) and
 the force estimate of *every* leg rings for a few samples: e.g. -29, +29, +9, +4 N on a 500 Hz pronk, a pattern that
 sums to about zero (the momentum change is right, its split over the samples is not). With the hysteresis above,
@@ -119,7 +119,7 @@ class ContactConfig:
     #: feet below force_off while no stance foot is loaded (>= force_off) lift off at that sample, and for this long
     #: after the flight's onset (the last stance foot's lift-off) a foot re-enters contact only when its force stays
     #: above force_on for retouch_duration (not through the hysteresis band); 0 = off
-    retouch_time: float = 0.0
+    retouch_time: float = 0.03
     retouch_duration: float = 0.006  #: s, persistence above force_on of a touch-down within retouch_time
 
     def __post_init__(self) -> None:
