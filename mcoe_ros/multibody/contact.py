@@ -44,23 +44,23 @@ rotor inertia I_r (armature) enters only as I_r dq in p; a *wrong* I_r still rea
 observer cannot tell a wrong model from a force). At K dt >= 1 (the default at 500 Hz) r is the interval's mean
 J^T f, half a sample late; a lower K trades delay for noise. f = J_l^-T r.
 
-Re-touch guard (``retouch_time`` > 0, 0.03 s by default; 0 = the previous rules). When the last stance feet leave the ground the legs and the
-base change their accelerations within a sample (the specific force jumps, the controller switches to flight) and
-the force estimate of *every* leg rings for a few samples: e.g. -29, +29, +9, +4 N on a 500 Hz pronk, a pattern that
-sums to about zero (the momentum change is right, its split over the samples is not). With the hysteresis above,
-the positive half-wave re-lands feet that are retracting in the air (a touch-down needs force_on for min_duration,
-then holds down to force_off), and it cancels the pending lift-off of the last pair (two feet that unload together
-do not move relative to each other, so they are held until force_off_still). The rigid contacts then hold the
-retracting feet still and the window loses the take-off velocity (docs/localisation.md, "The jump's height drop on
-today's code"). With the guard, stance feet below force_off while no stance foot is loaded (>= force_off) lift off
-at that sample (nothing carries the robot: it is leaving the ground), and for ``retouch_time`` after the flight's
-onset (:attr:`ContactDetector.flight_time`, the last stance foot's lift-off), while every foot is in the air, a
-touch-down needs the force above force_on for ``retouch_duration`` (the hysteresis band does not hold it): the ring
-decays through force_on within a few samples, a landing stays far above it. With ``backdate`` the confirmed
-touch-down still dates from its first loaded sample. Only flights: a foot that lifts off while others stand (a
-trot's lightly loaded foot whose force estimate hovers about force_off in a three-leg phase) re-lands through the
-hysteresis as without the guard (the first version guarded every lift-off and changed the trots' flags there).
-"""
+Re-touch guard (``retouch_time`` > 0, 0.03 s by default; 0 = the previous rules). When the last stance feet leave
+the ground the legs and the base change their accelerations within a sample (the specific force jumps, the
+controller switches to flight) and the force estimate of *every* leg rings for a few samples: e.g. -29, +29, +9, +4
+N on a 500 Hz pronk, a pattern that sums to about zero (the momentum change is right, its split over the samples is
+not). With the hysteresis above, the positive half-wave re-lands feet that are retracting in the air (a touch-down
+needs force_on for min_duration, then holds down to force_off), and it cancels the pending lift-off of the last pair
+(two feet that unload together do not move relative to each other, so they are held until force_off_still). The
+rigid contacts then hold the retracting feet still and the window loses the take-off velocity (docs/localisation.md,
+"The jump's height drop on today's code"). With the guard, stance feet below force_off while no stance foot is
+loaded (>= force_off) lift off at that sample (nothing carries the robot: it is leaving the ground), and for
+``retouch_time`` after the flight's onset (:attr:`ContactDetector.flight_time`, the last stance foot's lift-off),
+while every foot is in the air, a touch-down needs the force above force_on for ``retouch_duration`` (the hysteresis
+band does not hold it): the ring decays through force_on within a few samples, a landing stays far above it. With
+``backdate`` the confirmed touch-down still dates from its first loaded sample. Only flights: a foot that lifts off
+while others stand (a trot's lightly loaded foot whose force estimate hovers about force_off in a three-leg phase)
+re-lands through the hysteresis as without the guard (the first version guarded every lift-off and changed the
+trots' flags there). """
 
 from __future__ import annotations
 
