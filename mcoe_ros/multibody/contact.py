@@ -60,7 +60,7 @@ band does not hold it): the ring decays through force_on within a few samples, a
 ``backdate`` the confirmed touch-down still dates from its first loaded sample. Only flights: a foot that lifts off
 while others stand (a trot's lightly loaded foot whose force estimate hovers about force_off in a three-leg phase)
 re-lands through the hysteresis as without the guard (the first version guarded every lift-off and changed the
-trots' flags there). """
+trots' flags there)."""
 
 from __future__ import annotations
 
