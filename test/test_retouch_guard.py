@@ -37,8 +37,13 @@ def _flags_through_flight_onset(config: ContactConfig) -> dict[float, np.ndarray
         forces[:, 2] = [110.0, 110.0, 0.0 if t >= 1.430 else 20.0, 0.0 if t >= 1.430 else 20.0]
         det.update(float(t), forces)
     assert det.flags.tolist() == [True, True, False, False]
+    return _flags_through(det, forces, FLIGHT_ONSET)
+
+
+def _flags_through(det: ContactDetector, forces: np.ndarray, sequence) -> dict[float, np.ndarray]:
+    """The detector's flags after each (t, vertical forces) of ``sequence`` (``forces``: the (4, 3) buffer)."""
     out = {}
-    for t, fz in FLIGHT_ONSET:
+    for t, fz in sequence:
         forces[:, 2] = fz
         out[t] = det.update(t, forces)
     return out
@@ -158,11 +163,7 @@ def _flags_through_three_leg_phase(config: ContactConfig) -> dict[float, np.ndar
         forces[:, 2] = [87.0, 25.0, 0.0 if t >= 0.520 else 30.0, 85.0]
         det.update(float(t), forces)
     assert det.flags.tolist() == [True, True, False, True]
-    out = {}
-    for t, fz in THREE_LEG_PHASE:
-        forces[:, 2] = fz
-        out[t] = det.update(t, forces)
-    return out
+    return _flags_through(det, forces, THREE_LEG_PHASE)
 
 
 def test_the_guard_leaves_a_re_touch_while_other_feet_stand_to_the_hysteresis():
