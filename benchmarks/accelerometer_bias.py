@@ -35,8 +35,8 @@ DEFAULT_OFFSETS = ("0,0,0", "0,0,0.05", "0,0,-0.05", "0.05,0,0", "0,0.05,0")
 DEFAULT_VARIANTS = (
     "default:",
     "settled-time-0.5:noise.settled_time=0.5",
-    "imu-bias:imu_bias.enabled=true",
-    "imu-bias+tight-base:imu_bias.enabled=true,noise.process_base_linear=0.0001",
+    "imu-bias:imu_bias.enabled=true,imu_bias.accelerometer=true",
+    "imu-bias+tight-base:imu_bias.enabled=true,imu_bias.accelerometer=true,noise.process_base_linear=0.0001",
 )
 
 

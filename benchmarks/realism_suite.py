@@ -29,7 +29,8 @@ Methods (all on the same bag; the baselines use the ground-truth stance flags, t
 
 * ``OE`` -- the estimator with its default configuration (:class:`mcoe_ros.io.feed.SensorFeed`, public config;
   since the actuator branch this includes the actuator model, ``actuator.enabled`` = true);
-* ``OE+m`` -- the same with ``imu_bias.enabled`` and ``actuator.enabled`` (estimator-side models of issue 13);
+* ``OE+m`` -- the same with ``imu_bias.enabled`` (gyro and accelerometer biases, ``imu_bias.accelerometer``) and
+  ``actuator.enabled`` (estimator-side models of issue 13);
 * ``naive`` -- quasi-static regression: every sample with >= 1 stance foot is treated as static (v = a = 0), the
   payload regressor's rows (:class:`mcoe_ros.payload.regression.PayloadRegressor`, reported torques) are stacked and
   mass + first moment (4 parameters) solved by least squares (inertia: not identifiable, reported as n/a);
@@ -131,7 +132,7 @@ PROFILES: dict[str, list[str]] = {
 }
 #: profiles whose robot differs from the URDF -> the links that differ (all = trunk + legs, trunk = trunk only)
 MISMATCH_PROFILES = {"lighter": "all", "heavier": "all", "trunk-lighter": "trunk", "trunk-heavier": "trunk"}
-OE_MODELS = {"imu_bias.enabled": True, "actuator.enabled": True}
+OE_MODELS = {"imu_bias.enabled": True, "imu_bias.accelerometer": True, "actuator.enabled": True}
 
 
 @dataclass(frozen=True)

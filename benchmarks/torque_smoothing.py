@@ -6,7 +6,8 @@ Rows = cases, columns = variants ``LABEL=DIR[:KEY=VALUE,...]`` (bag directory, a
 of ``mcoe_ros/io/params.py``)::
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/torque_smoothing.py --cases CASE [CASE ...] \
-        --variant orig=SUITE_DIR --variant h2=SMOOTHED_DIR --variant bias=SUITE_DIR:imu_bias.enabled=true
+        --variant orig=SUITE_DIR --variant h2=SMOOTHED_DIR \
+        --variant bias=SUITE_DIR:imu_bias.enabled=true,imu_bias.accelerometer=true
 """
 
 from __future__ import annotations

@@ -167,7 +167,7 @@ def test_estimator_publishes_the_imu_bias_uncertainty_without_moving_the_estimat
             diff = getattr(a, name) - getattr(b, name)
             np.testing.assert_allclose(diff, part, rtol=1e-9, atol=1e-12 * np.abs(part).max())
         assert b.bias_cov is None
-    estimated = _first({"imu_bias.enabled": True}, 2, feeds)
+    estimated = _first({"imu_bias.enabled": True, "imu_bias.accelerometer": True}, 2, feeds)
     assert all(e.bias_cov is None for e in estimated)
     # the estimator's shifts carry the marginalised past's sensitivity (through the ground-height prior update)
     prior = feeds[0].estimator.solver.problem.prior

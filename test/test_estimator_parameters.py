@@ -71,7 +71,12 @@ def test_combined_body_represents_a_robot_lighter_than_its_urdf(robot):
 
 
 def test_estimator_with_every_parameter_block_runs_and_reports_them():
-    over = {"actuator.enabled": True, "imu_bias.enabled": True, "noise.joint_torque": 0.1}
+    over = {
+        "actuator.enabled": True,
+        "imu_bias.enabled": True,
+        "imu_bias.accelerometer": True,
+        "noise.joint_torque": 0.1,
+    }
     over.update({"payload.leg_mass.enabled": True, "payload.leg_mass.min_swing": 0.0})  # never frozen here
     over.update(EIV_OFF)  # the errors-in-variables defaults do not support a leg mass scale
     over["payload.leg_mass.min_swing_speed"] = 0.0

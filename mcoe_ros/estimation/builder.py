@@ -1,10 +1,11 @@
 """Window knots -> estimation problem: the parameter vector, interval models per contact phase, inputs, initial
 guesses, shifts.
 
-Parameters theta = [body (10, inertial manifold) | actuator (n, log scale) | gyro bias (3) | accelerometer bias (3) |
-leg mass (1, log scale)] (:class:`EstimationParameters`, blocks as configured); pi = [payload (10) | the same blocks
-on their natural scale (the leg mass as the scale k = exp(theta) of the URDF legs)]: with the
-'combined' body the manifold maps theta to the whole trunk + payload and pi holds its difference to the URDF trunk.
+Parameters theta = [body (10, inertial manifold) | actuator (n, log scale) | gyro bias (3) | accelerometer bias (3;
+not with ``imu_bias.accelerometer`` false) | leg mass (1, log scale)] (:class:`EstimationParameters`, blocks as
+configured); pi = [payload (10) | the same blocks on their natural scale (the leg mass as the scale k = exp(theta)
+of the URDF legs)]: with the 'combined' body the manifold maps theta to the whole trunk + payload and pi holds its
+difference to the URDF trunk.
 
 A knot's interval model is chosen by its contact set (with ``dynamics.model`` 'soft' every foot is a soft contact and
 there is no impulse map; the contact set then only selects the zero-velocity pseudo-measurements): stance feet are rigid
@@ -76,7 +77,10 @@ class EstimationParameters:
         self.actuator = ActuatorModel(robot, act.grouping, act.coulomb_smoothing) if act.enabled else None
         n_act = self.actuator.n_params if self.actuator else 0
         self.layout = ParameterLayout(
-            n_actuator=n_act, gyro_bias=bias.enabled, acc_bias=bias.enabled, leg_mass=pay.leg_mass.enabled
+            n_actuator=n_act,
+            gyro_bias=bias.enabled,
+            acc_bias=bias.enabled and bias.accelerometer,
+            leg_mass=pay.leg_mass.enabled,
         )
         #: URDF mass of the bodies the leg mass scale multiplies, kg (the published deviation is (k - 1) of it)
         self.leg_mass = robot.leg_mass
@@ -96,11 +100,18 @@ class EstimationParameters:
         self.bias_indices = np.zeros(0, dtype=int)
         self.bias_walk = np.zeros(0)
         if bias.enabled:
-            parts += [EuclideanParameters(3), EuclideanParameters(3)]
-            mean += [np.zeros(3), np.zeros(3)]
-            std += [np.full(3, bias.gyro_prior_std), np.full(3, bias.accelerometer_prior_std)]
-            self.bias_indices = np.arange(self.layout.gyro.start, self.layout.acc.stop)
-            self.bias_walk = np.r_[np.full(3, bias.gyro_random_walk**2), np.full(3, bias.accelerometer_random_walk**2)]
+            parts.append(EuclideanParameters(3))
+            mean.append(np.zeros(3))
+            std.append(np.full(3, bias.gyro_prior_std))
+            walk = [np.full(3, bias.gyro_random_walk**2)]
+            if bias.accelerometer:
+                parts.append(EuclideanParameters(3))
+                mean.append(np.zeros(3))
+                std.append(np.full(3, bias.accelerometer_prior_std))
+                walk.append(np.full(3, bias.accelerometer_random_walk**2))
+            stop = (self.layout.acc or self.layout.gyro).stop
+            self.bias_indices = np.arange(self.layout.gyro.start, stop)
+            self.bias_walk = np.concatenate(walk)
         if pay.leg_mass.enabled:
             parts.append(PositiveParameters(1))
             mean.append(np.zeros(1))

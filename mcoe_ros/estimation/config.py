@@ -225,17 +225,24 @@ class ImuBiasConfig:
     windows (their prior's covariance grows by walk^2 x elapsed time at every shift)."""
 
     enabled: bool = False
+    #: with ``enabled``: the accelerometer bias estimated too (false: the gyro bias alone, the accelerometer's then
+    #: added by consider analysis when ``consider``). On gaits an estimated accelerometer bias trades against the mass
+    #: (a systematic surplus of 0.1-0.3 kg, docs/realism.md session 20), where the gyro bias is fixed by the IMU
+    #: orientation against the gyro and an unestimated horizontal gyro bias moves the mass by up to 0.2 kg
+    #: (docs/realism.md, session 21)
+    accelerometer: bool = True
     #: per axis, rad/s and m/s^2: the spread of the biases of a Go1-class MEMS IMU (issue 13's Go1-like sensors, 0.01
     #: rad/s and 0.05 m/s^2). The prior of the estimated biases (``enabled``) and the uncertainty that ``consider``
     #: adds when they are not estimated (docs/realism.md, session 13: 0.02 / 0.1 made the published pose 2-4x
     #: underconfident on the suite)
     gyro_prior_std: float = 0.01
     accelerometer_prior_std: float = 0.05
-    #: with the biases not estimated (``enabled`` false): add their uncertainty (the prior stds above) to the published
-    #: pose, twist and payload covariances by consider analysis, S Σ_b Sᵀ with S the estimate's first-order
-    #: sensitivity to constant biases (:meth:`mcoe_ros.ocp.solver.MCOESolver.terminal_covariance`). A biased
-    #: accelerometer tilts the estimated gravity and moves the payload (docs/realism.md, session 12), which the
-    #: Gauss–Newton covariance of a bias-free model cannot show (issue 14, calibrated uncertainty)
+    #: with the biases not estimated (``enabled`` false; the accelerometer's alone with ``accelerometer`` false): add
+    #: their uncertainty (the prior stds above) to the published pose, twist and payload covariances by consider
+    #: analysis, S Σ_b Sᵀ with S the estimate's first-order sensitivity to constant biases
+    #: (:meth:`mcoe_ros.ocp.solver.MCOESolver.terminal_covariance`). A biased accelerometer tilts the estimated gravity
+    #: and moves the payload (docs/realism.md, session 12), which the Gauss–Newton covariance of a bias-free model
+    #: cannot show (issue 14, calibrated uncertainty)
     consider: bool = True
     gyro_random_walk: float = 1e-3  #: rad/s/sqrt(s)
     accelerometer_random_walk: float = 1e-2  #: m/s^2/sqrt(s)

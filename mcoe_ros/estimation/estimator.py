@@ -186,7 +186,7 @@ class Estimator:
             tol_stop=1e-9,
             tol_gap=1e-8,
             final_direction=False,  # the convergence flag of a real-time iteration is not worth a backward pass
-            consider=config.imu_bias.consider and not config.imu_bias.enabled,
+            consider=config.imu_bias.consider and not (config.imu_bias.enabled and config.imu_bias.accelerometer),
         )
         self.cold_iterations = int(sol.max_iterations_cold)
         self.cold_per_tick = int(sol.cold_iterations_per_tick) or None  #: None: the cold budget in one tick
@@ -217,10 +217,10 @@ class Estimator:
             )
         self.counters = Counters()
         bias = config.imu_bias
-        #: (6,) gyro, accelerometer bias variances of the consider analysis (imu_bias.consider with the biases not
-        #: estimated), None: off
+        #: (6,) gyro, accelerometer bias variances of the consider analysis (imu_bias.consider with the biases, or
+        #: the accelerometer's, not estimated: an estimated bias's columns of the sensitivity are zero), None: off
         self._bias_variance = None
-        if bias.consider and not bias.enabled:
+        if bias.consider and not (bias.enabled and bias.accelerometer):
             self._bias_variance = np.r_[np.full(3, bias.gyro_prior_std**2), np.full(3, bias.accelerometer_prior_std**2)]
         noise = config.noise
         #: horizontal drift of the touch-downs since the odometry origin (published x, y covariance), None: off
@@ -760,9 +760,13 @@ class Estimator:
         extra_blocks = {}
         if layout.actuator is not None:
             extra_blocks["actuator"] = (result.pi[layout.actuator].copy(), std[layout.actuator])
-        if layout.gyro is not None:
-            bias = slice(layout.gyro.start, layout.acc.stop)
-            extra_blocks["imu_bias"] = (result.pi[bias].copy(), std[bias])
+        if layout.gyro is not None:  # (6,) gyro, accelerometer; an unestimated accelerometer bias: 0 ± its prior std
+            if layout.acc is None:
+                acc = (np.zeros(3), np.full(3, self.config.imu_bias.accelerometer_prior_std))
+            else:
+                acc = (result.pi[layout.acc], std[layout.acc])
+            bias = (np.r_[result.pi[layout.gyro], acc[0]], np.r_[std[layout.gyro], acc[1]])
+            extra_blocks["imu_bias"] = bias
         if layout.leg is not None:
             m_legs = self.parameters.leg_mass
             extra_blocks["leg_mass"] = (

@@ -394,7 +394,12 @@ _TABLE: tuple[Param, ...] = (
         "RMS joint velocity of a window below which its solve keeps the actuator parameters, rad/s (0: never)",
     ),
     # IMU biases
-    Param("imu_bias.enabled", "estimator.imu_bias.enabled", "estimate gyro and accelerometer biases"),
+    Param("imu_bias.enabled", "estimator.imu_bias.enabled", "estimate the IMU biases (the gyro's, see accelerometer)"),
+    Param(
+        "imu_bias.accelerometer",
+        "estimator.imu_bias.accelerometer",
+        "with enabled, estimate the accelerometer bias too (false: the gyro bias alone)",
+    ),
     Param(
         "imu_bias.consider",
         "estimator.imu_bias.consider",
