@@ -229,7 +229,7 @@ class ImuBiasConfig:
     #: added by consider analysis when ``consider``). On gaits an estimated accelerometer bias trades against the mass
     #: (a systematic surplus of 0.1-0.3 kg, docs/realism.md session 20), where the gyro bias is fixed by the IMU
     #: orientation against the gyro and an unestimated horizontal gyro bias moves the mass by up to 0.2 kg
-    #: (docs/realism.md, session 21)
+    #: (docs/realism.md, session 20, helper study)
     accelerometer: bool = True
     #: per axis, rad/s and m/s^2: the spread of the biases of a Go1-class MEMS IMU (issue 13's Go1-like sensors, 0.01
     #: rad/s and 0.05 m/s^2). The prior of the estimated biases (``enabled``) and the uncertainty that ``consider``
