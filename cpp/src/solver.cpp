@@ -989,8 +989,8 @@ void Solver::marginalizeKnot(const Knot& kn, const Vec& w, Mat& h, Vec& g, Mat& 
     mk_z_.noalias() = mk_jw_.transpose() * mk_mw_;  // (m, m)
     mk_hy_ += mk_z_;
     mk_hy_ += mk_z_.transpose();
-    mk_z_.noalias() = kn.Lww * mk_mw_;
-    mk_hy_.noalias() += mk_mw_.transpose() * mk_z_;
+    mk_lm_.noalias() = kn.Lww * mk_mw_;
+    mk_hy_.noalias() += mk_mw_.transpose() * mk_lm_;
     mk_gy_.noalias() += mk_jw_.transpose() * mk_dw0_;
     mk_sw_ = kn.Lw;
     mk_sw_.noalias() += kn.Lwz.leftCols(nv) * mk_t0_;
@@ -999,9 +999,9 @@ void Solver::marginalizeKnot(const Knot& kn, const Vec& w, Mat& h, Vec& g, Mat& 
     if (kc) mk_gby_.noalias() += mk_mw_.transpose() * kn.Lwb;
   }
   if (kn.has_dW) {  // parametric noise: l_th^T dth + dw^T L_wth dth + 1/2 dth^T L_thth dth, dth = y[ns, ns + nth)
-    mk_z_.noalias() = mk_mw_.transpose() * kn.Lwth;  // (m, nth)
-    mk_hy_.middleCols(ns, nth) += mk_z_;
-    mk_hy_.middleRows(ns, nth) += mk_z_.transpose();
+    mk_mt_.noalias() = mk_mw_.transpose() * kn.Lwth;  // (m, nth)
+    mk_hy_.middleCols(ns, nth) += mk_mt_;
+    mk_hy_.middleRows(ns, nth) += mk_mt_.transpose();
     mk_hy_.block(ns, ns, nth, nth) += kn.Lthth;
     mk_gy_.segment(ns, nth) += kn.lth;
     mk_gy_.segment(ns, nth).noalias() += kn.Lwth.transpose() * mk_dw0_;

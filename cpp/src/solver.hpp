@@ -240,7 +240,7 @@ class Solver {
   // marginalizeKnot scratch (sized on first use)
   Mat mk_ainv_, mk_tq_, mk_p_, mk_hy_, mk_mw_, mk_lw_, mk_rhs_, mk_s_, mk_hr_;
   Vec mk_t0_, mk_gy_, mk_m0_, mk_hz0_, mk_sw_, mk_dw0_;
-  Mat mk_gby_, mk_z_, mk_jw_;
+  Mat mk_gby_, mk_z_, mk_jw_, mk_lm_, mk_mt_;  // mk_z_ (m, m), mk_jw_ / mk_lm_ (nv, m), mk_mt_ (m, ntheta)
   Eigen::LLT<Mat> mk_llt_;
   std::atomic<bool> stop_requested_{false};
 };
