@@ -209,6 +209,7 @@ class ProblemBuilder:
         #: on the intervals whose first knot has every foot down for ``realised_standing_time`` s
         self.realised_models: IntervalModelCache | None = None
         self.realised_standing_time = noise.realised_standing_time
+        self.realised_flight_time = noise.realised_flight_time
         if noise.accelerometer_realised:
             realised = measurements[:-1] + [
                 ImuSpecificForce(robot, std=noise.accelerometer, bias=layout.acc, realised=True)
@@ -321,10 +322,15 @@ class ProblemBuilder:
     def realised(self, knot: GridKnot) -> bool:
         """Whether the interval from ``knot`` has the realised-acceleration accelerometer: with
         ``noise.accelerometer_realised``, when every foot has been down for ``noise.realised_standing_time`` (0:
-        always). Where the process noise also carries the rigid contacts' errors (feet that land, sink, roll and lift
-        in a gait) the accelerometer, bound to it, would pass them to the payload (docs/realism.md, sessions 15-16)."""
+        always), or, with ``noise.realised_flight_time`` > 0, in a flight and for that long after it
+        (:attr:`GridKnot.since_flight`). Where the process noise also carries the rigid contacts' errors (feet that
+        land, sink, roll and lift in a gait) the accelerometer, bound to it, would pass them to the payload
+        (docs/realism.md, sessions 15-16); after a flight's landing it keeps the base on the IMU instead of on feet
+        that the rigid contacts stop at once while they still sink (docs/localisation.md, session 21)."""
         if self.realised_models is None:
             return False
+        if self.realised_flight_time > 0.0 and knot.since_flight < self.realised_flight_time - 1e-9:
+            return True
         return self.realised_standing_time <= 0.0 or all(knot.down_for(self.realised_standing_time))
 
     def phase_models(

@@ -70,6 +70,10 @@ class NoiseConfig:
     #: (standing, swaying: the process noise is the torque noise's), the model's acceleration elsewhere (a gait's
     #: stances, whose noise also carries the rigid contacts' errors); 0 = every interval
     realised_standing_time: float = 0.1
+    #: s; > 0: the realised accelerometer also on the intervals of a flight (every foot in the air) and for this long
+    #: after its landing (GridKnot.since_flight): the rigid contacts stop landing feet that still sink into a soft
+    #: floor, and the loose base velocity followed them (docs/localisation.md, session 21); 0 = off
+    realised_flight_time: float = 0.0
     foot_velocity: float = 0.02  #: stance-foot zero-velocity pseudo-measurement, m/s
     #: flat-ground base-height pseudo-measurement at the window's arrival knot (its stance feet on the ground plane
     #: z = dynamics.ground_height), m; bounds the height drift of soft feet sinking into the ground; 0 = off (stairs,

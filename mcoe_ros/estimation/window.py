@@ -48,6 +48,9 @@ class GridKnot:
     #: stance feet whose stance began with a touch-down, not at the detector's start (ContactDetector.landed); None =
     #: not known (every stance foot)
     landed: tuple[bool, ...] | None = None
+    #: s since the last knot with every foot in the air (0 in a flight; inf: no flight since the grid's (re)start;
+    #: the detector's start knots, before any contact was confirmed, are no flight)
+    since_flight: float = np.inf
 
     def down_for(self, duration: float) -> tuple[bool, ...]:
         """The feet down for at least ``duration`` s (the contacts where that is not known)."""
@@ -98,6 +101,8 @@ class SlidingWindow:
         self.backdated = 0  #: foot-knots relabelled by a backdated contact change (contact.backdate)
         self._foot_force: np.ndarray | None = None
         self._snapshot_t = -np.inf  #: s, the newest knot of the last snapshot (older knots keep their flags)
+        self._airborne_t = -np.inf  #: s, the newest knot with every foot in the air after a confirmed contact
+        self._seen_contact = False  #: a knot since the (re)start had a foot down (so an empty flag set is a flight)
 
     def snapshot(self) -> list[GridKnot]:
         """The knots as a list that later relabelling does not change (relabelled knots are replaced, not
@@ -115,6 +120,8 @@ class SlidingWindow:
         self.knots.clear()
         self.next_k = None
         self._snapshot_t = -np.inf
+        self._airborne_t = -np.inf
+        self._seen_contact = False
         self.detector.reset()
         self.restarts += 1
 
@@ -175,7 +182,14 @@ class SlidingWindow:
             stance_time = tuple(float(s) for s in self.detector.stance_time)
             landed = tuple(bool(f) for f in self.detector.landed)
             start = not self.knots  # emptied only by restart(), which resets the detector
-            self.knots.append(GridKnot(t, joint, imu, flags, forces, settled, aged, start, stance_time, landed))
+            if any(flags):
+                self._seen_contact = True
+            elif self._seen_contact:
+                self._airborne_t = t
+            since_flight = t - self._airborne_t
+            self.knots.append(
+                GridKnot(t, joint, imu, flags, forces, settled, aged, start, stance_time, landed, since_flight)
+            )
             self.n_created += 1
             created += 1
         return created

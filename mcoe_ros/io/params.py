@@ -210,6 +210,11 @@ _TABLE: tuple[Param, ...] = (
         "the accelerometer measures the realised acceleration (model's plus process noise), not the model's alone",
     ),
     Param(
+        "noise.realised_flight_time",
+        "estimator.noise.realised_flight_time",
+        "with noise.accelerometer_realised: also in a flight and for this long after its landing, s; 0 = off",
+    ),
+    Param(
         "noise.realised_standing_time",
         "estimator.noise.realised_standing_time",
         "with noise.accelerometer_realised: only on intervals whose first knot has every foot down for at least this"
@@ -622,6 +627,7 @@ _BOUNDS = {
     "noise.settled_joint_velocity": NONNEGATIVE,
     "noise.settled_time": (0.0, 10.0, True),
     "noise.realised_standing_time": (0.0, 10.0, True),
+    "noise.realised_flight_time": (0.0, 10.0, True),
     **{f"noise.{n}": POSITIVE for n in ("arrival_position", "arrival_velocity")},
     "noise.joint_torque": NONNEGATIVE,
     "noise.contact_acceleration": NONNEGATIVE,
