@@ -134,6 +134,33 @@ def test_interval_model_matches_python(robot, phase, actuator, biases):
     _match(robot, cache[contacts, impulse, measured], layout, np.random.default_rng(7))
 
 
+HEIGHT_PHASES = [
+    PHASES[2],
+    PHASES[4],
+    ("impulse", ("FL_foot", "FR_foot", "RL_foot", "RR_foot"), ("FL_foot", "FR_foot"), ("RL_foot", "RR_foot")),
+]
+
+
+@pytest.mark.parametrize("phase", HEIGHT_PHASES, ids=[p[0] for p in HEIGHT_PHASES])
+def test_contact_height_matches_python(robot, phase):
+    """The flat-ground height of the measured stance feet (noise.stance_foot_height, ground plane at 0.03 m): C++ =
+    Python to 1e-9, at stance knots (kinematics from the constraint dynamics in calc) and impulse knots."""
+    _, contacts, impulse, measured = phase
+    cache, layout = _models(robot, True, False)
+    heights = IntervalModelCache(
+        robot,
+        2e-3,
+        cache.measurements,
+        foot_velocity_std=0.02,
+        foot_height_std=0.01,
+        ground_height=0.03,
+        **cache.options,
+    )
+    model = heights[contacts, impulse, measured]
+    assert sum(type(m).__name__ == "ContactHeight" for m in model.measurements) == len(measured)
+    _match(robot, model, layout, np.random.default_rng(8))
+
+
 @pytest.mark.parametrize("actuator", [False, True])
 def test_damped_landing_matches_python(robot, actuator):
     """A landing over time (dynamics.landing_damping): damped contacts (a subset of the stance feet, with a

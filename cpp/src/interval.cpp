@@ -95,6 +95,7 @@ void IntervalModel::addMeasurement(MeasurementSpec s) {
     case MK::SpecificForce: s.nz = s.nr = 3; needs_kin_ = true; uses_acc_ = true; break;
     case MK::Gyro:
     case MK::ContactVelocity: s.nz = s.nr = 3; needs_kin_ = true; break;
+    case MK::ContactHeight: s.nz = s.nr = 1; needs_kin_ = true; break;
   }
   if (s.W.rows() != s.nr || s.W.cols() != s.nr) throw std::invalid_argument("measurement W has the wrong size");
   if (s.bias_start >= 0 && s.bias_start + 3 > npi) throw std::invalid_argument("measurement bias outside pi");
@@ -596,6 +597,21 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
           Rx.leftCols(nv) = -s.W.lazyProduct(sc.v_dq.middleRows(row, 3));
           Rx.rightCols(nv) = -s.W.lazyProduct(sc.v_dv.middleRows(row, 3));
           if (s.bias_start >= 0) { Rp.setZero(); Rp.middleCols(s.bias_start, 3) = -s.W; }
+        }
+        break;
+      }
+      case MK::ContactHeight: {
+        const pin::Frame& f = d.model.frames[s.frame_id];
+        const pin::SE3& joint = kin_x.oMi[f.parentJoint];
+        h[0] = joint.rotation().row(2).dot(f.placement.translation()) + joint.translation()[2] - s.ground;
+        r.noalias() = s.W * (d.z.segment(zo, n) - h);
+        if (diff) {
+          sc.jac.setZero();
+          PIN_CALL(pin::getFrameJacobian(d.model, kin_x, s.frame_id, pin::LOCAL, sc.jac));
+          // d p_z / dq = (R_WF J_F)[2]: the LOCAL Jacobian's linear rows to world z
+          const Eigen::RowVector3d rz = (joint.rotation() * f.placement.rotation()).row(2);
+          Rx.setZero();
+          Rx.leftCols(nv).noalias() = -s.W(0, 0) * (rz * sc.jac.topRows(3));
         }
         break;
       }

@@ -22,7 +22,8 @@ using ConstraintModels = PINOCCHIO_STD_VECTOR_WITH_EIGEN_ALLOCATOR(pinocchio::Ri
 using ConstraintDatas = PINOCCHIO_STD_VECTOR_WITH_EIGEN_ALLOCATOR(pinocchio::RigidConstraintData);
 
 struct MeasurementSpec {
-  enum class Kind { JointPosition, JointVelocity, Gyro, Orientation, SpecificForce, ContactVelocity };
+  // ContactHeight: a stance foot's height above the ground plane z = ground (world, m), 1 row (Python ContactHeight)
+  enum class Kind { JointPosition, JointVelocity, Gyro, Orientation, SpecificForce, ContactVelocity, ContactHeight };
   Kind kind;
   int frame_id = -1;
   Mat W;               // square-root information (nr, nr)
@@ -33,6 +34,7 @@ struct MeasurementSpec {
   // interval's velocity noise), so its residual depends on the noise: IntervalData::Rw (Python ImuSpecificForce's
   // realised); the frame must be on the floating base
   bool realised = false;
+  double ground = 0.0;  // ContactHeight only: the ground plane's height, m
   int nz = 0, nr = 0;
 };
 

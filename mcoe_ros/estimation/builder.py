@@ -200,6 +200,8 @@ class ProblemBuilder:
         ]
         cache_options = dict(
             foot_velocity_std=noise.foot_velocity,
+            foot_height_std=noise.stance_foot_height,
+            ground_height=config.dynamics.ground_height,
             actuator=parameters.actuator,
             layout=layout,
             **soft_contact_options(config),

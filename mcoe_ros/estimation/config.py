@@ -80,6 +80,10 @@ class NoiseConfig:
     #: slopes)
     foot_height: float = 0.01
     height_random_walk: float = 0.05  #: m/sqrt(s), leg-odometry height random walk (with foot_height > 0)
+    #: m; > 0: the same flat ground at every knot, on each stance foot that has the zero-velocity pseudo-measurement
+    #: (:class:`~mcoe_ros.multibody.measurements.ContactHeight`; its whole configuration, not only the base height);
+    #: 0 = the arrival knot's term only
+    stance_foot_height: float = 0.0
     #: s; each touch-down adds τ ‖v_foot‖ (the landing foot's speed) to the standard deviation of the published
     #: horizontal position, coherently over the run: the systematic drift of the touch-down transients
     #: (:mod:`mcoe_ros.estimation.drift`, docs/realism.md session 14); 0 = the window's covariance only (the feet's

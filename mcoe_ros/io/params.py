@@ -231,6 +231,11 @@ _TABLE: tuple[Param, ...] = (
         "flat-ground base-height pseudo-measurement (stance feet on dynamics.ground_height), m; 0 = off (stairs)",
     ),
     Param(
+        "noise.stance_foot_height",
+        "estimator.noise.stance_foot_height",
+        "flat-ground pseudo-measurement of each settled stance foot's height at every knot, m; 0 = off",
+    ),
+    Param(
         "noise.height_random_walk",
         "estimator.noise.height_random_walk",
         "leg-odometry height random walk between two windows (with noise.foot_height), m/sqrt(s)",
@@ -633,6 +638,7 @@ _BOUNDS = {
     "noise.contact_acceleration": NONNEGATIVE,
     "noise.foot_height": NONNEGATIVE,
     "noise.height_random_walk": NONNEGATIVE,
+    "noise.stance_foot_height": NONNEGATIVE,
     "noise.odometry_slip_time": (0.0, 1.0, True),
     "payload.prior_mass": POSITIVE,
     "payload.prior_com": (-10.0, 10.0, True),

@@ -30,6 +30,7 @@ from mcoe_ros.multibody.collector import IntervalCollector
 from mcoe_ros.multibody.dynamics import PhaseDynamicsModel
 from mcoe_ros.multibody.imu import rotation_quaternion
 from mcoe_ros.multibody.measurements import (
+    ContactHeight,
     ContactVelocity,
     ImuAngularVelocity,
     ImuOrientation,
@@ -206,9 +207,11 @@ class IntervalModelCache(dict):
 
     Every model has the shared sensor ``measurements`` plus, for each foot in ``measured``, a zero-velocity
     pseudo-measurement (:class:`~mcoe_ros.multibody.measurements.ContactVelocity`, std ``foot_velocity_std``,
-    leg odometry). Keys are canonicalised to ``robot.foot_names`` order, so ``cache[("FR_foot", "FL_foot"), (), ()]``
-    and ``cache[("FL_foot", "FR_foot"), (), ()]`` are the same model; a 2-tuple key means no measured feet, a 3-tuple
-    no damped ones.
+    leg odometry) and, with ``foot_height_std`` > 0, a flat-ground one
+    (:class:`~mcoe_ros.multibody.measurements.ContactHeight` on the plane z = ``ground_height``). Keys are
+    canonicalised to ``robot.foot_names`` order, so ``cache[("FR_foot", "FL_foot"), (), ()]`` and
+    ``cache[("FL_foot", "FR_foot"), (), ()]`` are the same model; a 2-tuple key means no measured feet, a 3-tuple no
+    damped ones.
     """
 
     def __init__(
@@ -217,14 +220,21 @@ class IntervalModelCache(dict):
         dt: float,
         measurements: Sequence[MeasurementModel],
         foot_velocity_std: float | None = None,
+        foot_height_std: float = 0.0,
+        ground_height: float = 0.0,
         **dynamics_options,
     ):
         super().__init__()
         self.robot, self.dt, self.measurements, self.options = robot, dt, list(measurements), dynamics_options
-        self.foot_measurements = {}
+        self.foot_measurements: dict[str, list[MeasurementModel]] = {}
         if foot_velocity_std is not None:
             self.foot_measurements = {
-                name: ContactVelocity(robot, fid, std=foot_velocity_std)
+                name: [ContactVelocity(robot, fid, std=foot_velocity_std)]
+                + (
+                    [ContactHeight(robot, fid, std=foot_height_std, ground_height=ground_height)]
+                    if foot_height_std > 0
+                    else []
+                )
                 for name, fid in zip(robot.foot_names, robot.foot_frame_ids, strict=True)
             }
 
@@ -243,7 +253,7 @@ class IntervalModelCache(dict):
         contacts, impulse, measured, damped = key
         if measured and not self.foot_measurements:
             raise ValueError("measured feet need a foot_velocity_std")
-        meas = self.measurements + [self.foot_measurements[f] for f in measured]
+        meas = self.measurements + [m for f in measured for m in self.foot_measurements[f]]
         options = dict(self.options)
         if options.get("soft_contact") is None:
             options["damped"] = damped

@@ -231,6 +231,32 @@ class ContactVelocity(_FrameVelocity):
         super().__init__(robot, frame_id, std, cov)
 
 
+class ContactHeight(MeasurementModel):
+    """Flat-ground pseudo-measurement of a stance foot: the foot frame's height above the ground plane z =
+    ``ground_height`` (world, m), h = p_z - ground_height. z: (1,), normally 0 (the foot is on the ground).
+
+    dh/dq = (R_WF J_F)[2] with J_F the LOCAL frame Jacobian's linear rows (Pinocchio's tangent of q), dh/dv = 0.
+    Unlike the arrival's ground term (:meth:`mcoe_ros.estimation.builder.ProblemBuilder.with_ground_height`), the
+    whole configuration moves it (base height, tilt and joints)."""
+
+    needs_kinematics = True
+
+    def __init__(self, robot: RobotModel, frame_id: int, std: float = 0.01, ground_height: float = 0.0):
+        self.frame_id = int(frame_id)
+        self.ground_height = float(ground_height)
+        self.nz = self.nr = 1
+        self.nv = robot.model.nv
+        self.W = sqrt_information(1, std)
+
+    def predict(self, md, c, x):
+        md.h[0] = c.kin_x.oMf[self.frame_id].translation[2] - self.ground_height
+
+    def predict_diff(self, md, c, x):
+        self.predict(md, c, x)
+        jac = pin.getFrameJacobian(c.model, c.kin_x, self.frame_id, _LOCAL)[:3]
+        md.dh_dx[0, : self.nv] = c.kin_x.oMf[self.frame_id].rotation[2] @ jac
+
+
 class ImuOrientation(MeasurementModel):
     """Orientation of the IMU frame in the world, R = oMf.rotation. z: (4,) unit quaternion.
 
