@@ -12,6 +12,7 @@ import pytest
 from mcoe_ros.multibody.actuator import ActuatorModel, ParameterLayout
 from mcoe_ros.multibody.interval import IntervalModelCache, MultibodyIntervalData, MultibodyIntervalModel
 from mcoe_ros.multibody.measurements import (
+    BaseHeight,
     ContactHeight,
     ContactVelocity,
     ImuAngularVelocity,
@@ -194,6 +195,23 @@ def test_contact_height_fd_and_value(robot, contacts, impulse):
     m = cache[FEET, (), ("RR_foot", "FL_foot")]
     names = [type(mm).__name__ for mm in m.measurements[-4:]]
     assert names == ["ContactVelocity", "ContactHeight"] * 2 and m.nr == cache[FEET, ()].nr + 8
+
+
+@pytest.mark.parametrize("contacts, impulse", [((), ()), (FEET, ()), (FEET, FEET[2:])])
+def test_base_height_fd(robot, contacts, impulse):
+    """BaseHeight (noise.stance_foot_height): h = the base origin's world z; Rx against finite differences on the
+    manifold: the base's local translation only (R_WB[2]), no rotation, joint or velocity column."""
+    rng = np.random.default_rng(500 + len(contacts) + 10 * len(impulse))
+    meas = [JointPosition(robot, std=0.01), BaseHeight(robot, robot.foot_frame_ids[2], std=0.005)]
+    model = MultibodyIntervalModel(robot, contacts, 0.01, meas, impulse)
+    for _ in range(2):
+        x = random_state(robot, rng)
+        check_interval_fd(model, x, rng.normal(size=robot.nj), random_z(model, rng), f"base height {len(contacts)}")
+    data = model.create_data()
+    data.z[:] = 0.0
+    model.calc_diff(data, x, PI)
+    assert data.r[-1] == pytest.approx(-x[2] / 0.005, abs=1e-12)
+    assert np.any(data.Rx[-1, :3]) and not np.any(data.Rx[-1, 3:])
 
 
 def predicted(node: MultibodyIntervalModel, x: np.ndarray, u: np.ndarray, pi: np.ndarray) -> np.ndarray:

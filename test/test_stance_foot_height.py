@@ -4,16 +4,21 @@ finite-difference and C++ = Python tests are in test_measurement.py and test_com
 and the estimator on the sample bag with both backends."""
 
 import numpy as np
+import pinocchio as pin
 import pytest
 
 from mcoe_ros.estimation.config import DynamicsConfig, EstimatorConfig, NoiseConfig
 from mcoe_ros.estimation.estimator import Estimator
+from mcoe_ros.estimation.samples import ImuSample, JointSample
 from mcoe_ros.estimation.window import GridKnot
 from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.io.params import ConfigError, node_config
 from mcoe_ros.multibody import compiled
-from mcoe_ros.multibody.measurements import ContactHeight, ContactVelocity
+from mcoe_ros.multibody.imu import rotation_quaternion
+from mcoe_ros.multibody.measurements import BaseHeight, ContactHeight, ContactVelocity
+from mcoe_ros.multibody.robot import RobotModel
 from mcoe_ros.testing.data import first_estimates
+from mcoe_ros.testing.go1 import standing_state
 
 
 def _knots() -> list[GridKnot]:
@@ -43,6 +48,31 @@ def test_the_height_goes_with_the_zero_velocity_pseudo_measurement():
     assert node_config({"noise.stance_foot_height": 0.01}).estimator.noise.stance_foot_height == 0.01
     with pytest.raises(ConfigError, match="noise.stance_foot_height"):
         node_config({"noise.stance_foot_height": -0.01})
+
+
+def test_the_base_height_input_is_the_leg_odometry_height():
+    """A BaseHeight row's z from the knot's encoders and IMU quaternion alone: on a tilted standing state whose foot
+    is on the ground plane z = dynamics.ground_height, it equals the state's base height."""
+    robot = RobotModel()
+    x = standing_state(robot, np.random.default_rng(3))
+    q = x[: robot.nq]
+    q[3:7] = pin.Quaternion(pin.rpy.rpyToMatrix(0.05, -0.08, 0.7)).coeffs()
+    data = robot.model.createData()
+    pin.framesForwardKinematics(robot.model, data, q)
+    foot = robot.foot_frame_ids[3]
+    ground = float(data.oMf[foot].translation[2])
+    quat = rotation_quaternion(data.oMf[robot.imu_frame_id].rotation)
+    imu = ImuSample(0.0, np.array([quat.w, quat.x, quat.y, quat.z]), np.zeros(3), np.zeros(3))
+    joint = JointSample(0.0, q[7:].copy(), np.zeros(robot.nj), np.zeros(robot.nj))
+    knot = GridKnot(0.0, joint, imu, (True,) * 4, np.zeros((4, 3)), settled=(True,) * 4, stance_time=(0.2,) * 4)
+    cfg = EstimatorConfig(noise=NoiseConfig(stance_foot_height=0.01), dynamics=DynamicsConfig(ground_height=ground))
+    builder = Estimator(cfg).builder
+    model = builder.interval_model((True,) * 4, None, settled=(True,) * 4)
+    _, z = builder.knot_inputs(knot, model)
+    rows = [zs for m, zs in zip(model.measurements, model.z_slices, strict=True) if isinstance(m, BaseHeight)]
+    assert len(rows) == 4
+    assert z[rows[3]][0] == pytest.approx(q[2], abs=1e-12)
+    assert all(abs(z[r][0] - q[2]) < 0.05 for r in rows)  # the other feet: the same plane to a few cm (tilted legs)
 
 
 def test_estimator_with_the_stance_foot_height_runs_both_solvers():

@@ -34,6 +34,7 @@ MeasurementSpec::Kind kindOf(const std::string& name) {
   if (name == "specific_force") return K::SpecificForce;
   if (name == "contact_velocity") return K::ContactVelocity;
   if (name == "contact_height") return K::ContactHeight;
+  if (name == "base_height") return K::BaseHeight;
   throw std::invalid_argument("unknown measurement kind " + name);
 }
 

@@ -96,6 +96,7 @@ void IntervalModel::addMeasurement(MeasurementSpec s) {
     case MK::Gyro:
     case MK::ContactVelocity: s.nz = s.nr = 3; needs_kin_ = true; break;
     case MK::ContactHeight: s.nz = s.nr = 1; needs_kin_ = true; break;
+    case MK::BaseHeight: s.nz = s.nr = 1; break;
   }
   if (s.W.rows() != s.nr || s.W.cols() != s.nr) throw std::invalid_argument("measurement W has the wrong size");
   if (s.bias_start >= 0 && s.bias_start + 3 > npi) throw std::invalid_argument("measurement bias outside pi");
@@ -597,6 +598,16 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
           Rx.leftCols(nv) = -s.W.lazyProduct(sc.v_dq.middleRows(row, 3));
           Rx.rightCols(nv) = -s.W.lazyProduct(sc.v_dv.middleRows(row, 3));
           if (s.bias_start >= 0) { Rp.setZero(); Rp.middleCols(s.bias_start, 3) = -s.W; }
+        }
+        break;
+      }
+      case MK::BaseHeight: {
+        h[0] = x[2];
+        r.noalias() = s.W * (d.z.segment(zo, n) - h);
+        if (diff) {  // the base's local translation moves the height by R_WB[2]; its rotation does not (first order)
+          const Eigen::Quaterniond quat(x[6], x[3], x[4], x[5]);
+          Rx.setZero();
+          Rx.leftCols(3) = -s.W(0, 0) * quat.normalized().toRotationMatrix().row(2);
         }
         break;
       }

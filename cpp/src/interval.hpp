@@ -23,7 +23,10 @@ using ConstraintDatas = PINOCCHIO_STD_VECTOR_WITH_EIGEN_ALLOCATOR(pinocchio::Rig
 
 struct MeasurementSpec {
   // ContactHeight: a stance foot's height above the ground plane z = ground (world, m), 1 row (Python ContactHeight)
-  enum class Kind { JointPosition, JointVelocity, Gyro, Orientation, SpecificForce, ContactVelocity, ContactHeight };
+  // BaseHeight: the base origin's world height, 1 row, z = the leg-odometry height (Python BaseHeight)
+  enum class Kind {
+    JointPosition, JointVelocity, Gyro, Orientation, SpecificForce, ContactVelocity, ContactHeight, BaseHeight
+  };
   Kind kind;
   int frame_id = -1;
   Mat W;               // square-root information (nr, nr)

@@ -44,6 +44,7 @@ from mcoe_ros.multibody.imu import base_motion, imu_mount
 from mcoe_ros.multibody.inertia import OffsetParametrization, make_parametrization, pi_from_com
 from mcoe_ros.multibody.interval import IntervalModelCache, MultibodyIntervalModel
 from mcoe_ros.multibody.measurements import (
+    BaseHeight,
     ContactVelocity,
     ImuAngularVelocity,
     ImuOrientation,
@@ -374,15 +375,27 @@ class ProblemBuilder:
             return tuple(c and (not a or s) for c, a, s in zip(knot.contacts, knot.aged, knot.settled, strict=True))
         return knot.contacts
 
-    @staticmethod
-    def knot_inputs(knot: GridKnot, model: MultibodyIntervalModel) -> tuple[np.ndarray, np.ndarray]:
-        """(u, z) of a grid knot for its model (see module docstring)."""
+    def knot_inputs(self, knot: GridKnot, model: MultibodyIntervalModel) -> tuple[np.ndarray, np.ndarray]:
+        """(u, z) of a grid knot for its model (see module docstring); a :class:`BaseHeight` row's z is the base
+        height at which its foot lies on the ground plane (``dynamics.ground_height``), from the knot's encoders and
+        IMU orientation."""
         imu = knot.imu
         z = np.zeros(model.nz)
         i = 0
         for part in (knot.joint.q, knot.joint.dq, imu.gyro, imu.quat, imu.acc):
             z[i : i + len(part)] = part
             i += len(part)
+        heights = [
+            (m, zs) for m, zs in zip(model.measurements, model.z_slices, strict=True) if isinstance(m, BaseHeight)
+        ]
+        if heights:
+            robot, data = self.robot, self._kin_data
+            q = robot.neutral()
+            q[3:7] = base_motion(self._mount, imu.quat, imu.gyro).quat_xyzw
+            q[robot.nq - robot.nj :] = knot.joint.q
+            pin.framesForwardKinematics(robot.model, data, q)
+            for meas, zs in heights:
+                z[zs] = self.ground_height - data.oMf[meas.frame_id].translation[2]
         return knot.joint.tau, z
 
     def interval_noise(self, knots: Sequence[GridKnot], k: int) -> list[np.ndarray]:

@@ -29,6 +29,7 @@ import pinocchio as pin
 from mcoe_ros.multibody.inertia import ExpEigenvalue, LogCholesky, OffsetParametrization, PlainPi
 from mcoe_ros.multibody.interval import MultibodyIntervalModel
 from mcoe_ros.multibody.measurements import (
+    BaseHeight,
     ContactHeight,
     ContactVelocity,
     ImuAngularVelocity,
@@ -80,6 +81,7 @@ def _require() -> None:
 _KINDS = (
     (ContactVelocity, "contact_velocity"),
     (ContactHeight, "contact_height"),
+    (BaseHeight, "base_height"),
     (ImuAngularVelocity, "gyro"),
     (ImuSpecificForce, "specific_force"),
     (ImuOrientation, "orientation"),

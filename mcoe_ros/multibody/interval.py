@@ -21,6 +21,7 @@ them through ``data.collector`` (:class:`~mcoe_ros.multibody.collector.IntervalC
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -30,6 +31,7 @@ from mcoe_ros.multibody.collector import IntervalCollector
 from mcoe_ros.multibody.dynamics import PhaseDynamicsModel
 from mcoe_ros.multibody.imu import rotation_quaternion
 from mcoe_ros.multibody.measurements import (
+    BaseHeight,
     ContactHeight,
     ContactVelocity,
     ImuAngularVelocity,
@@ -231,7 +233,11 @@ class IntervalModelCache(dict):
             self.foot_measurements = {
                 name: [ContactVelocity(robot, fid, std=foot_velocity_std)]
                 + (
-                    [ContactHeight(robot, fid, std=foot_height_std, ground_height=ground_height)]
+                    [
+                        BaseHeight(robot, fid, std=foot_height_std)
+                        if os.environ.get("MCOE_HEIGHT", "base") == "base"
+                        else ContactHeight(robot, fid, std=foot_height_std, ground_height=ground_height)
+                    ]
                     if foot_height_std > 0
                     else []
                 )

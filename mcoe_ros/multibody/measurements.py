@@ -257,6 +257,30 @@ class ContactHeight(MeasurementModel):
         md.dh_dx[0, : self.nv] = c.kin_x.oMf[self.frame_id].rotation[2] @ jac
 
 
+class BaseHeight(MeasurementModel):
+    """Leg-odometry height of the base: the base origin's world height p_z (m), measured as the height at which a
+    settled stance foot (``frame_id``) lies on the flat ground. z: (1,) = ground height - the foot's height below the
+    base origin from the knot's encoders and IMU orientation (a knot input,
+    :meth:`mcoe_ros.estimation.builder.ProblemBuilder.knot_inputs`), so only the base height moves it: the IMU and
+    encoders are not bent to level the feet (as the arrival's ground term,
+    :meth:`mcoe_ros.estimation.builder.ProblemBuilder.with_ground_height`). dh/dq = (R_WB[2], 0, 0) on the base's
+    local translation and rotation."""
+
+    def __init__(self, robot: RobotModel, frame_id: int, std: float = 0.01):
+        self.frame_id = int(frame_id)  #: the stance foot whose kinematics give z
+        self.nz = self.nr = 1
+        self.W = sqrt_information(1, std)
+
+    def predict(self, md, c, x):
+        md.h[0] = x[2]
+
+    def predict_diff(self, md, c, x):
+        md.h[0] = x[2]
+        quat = pin.Quaternion(x[6], x[3], x[4], x[5])
+        quat.normalize()
+        md.dh_dx[0, :3] = quat.toRotationMatrix()[2]
+
+
 class ImuOrientation(MeasurementModel):
     """Orientation of the IMU frame in the world, R = oMf.rotation. z: (4,) unit quaternion.
 
