@@ -13,7 +13,6 @@ from mcoe_ros.multibody.actuator import ActuatorModel, ParameterLayout
 from mcoe_ros.multibody.interval import IntervalModelCache, MultibodyIntervalData, MultibodyIntervalModel
 from mcoe_ros.multibody.measurements import (
     BaseHeight,
-    ContactHeight,
     ContactVelocity,
     ImuAngularVelocity,
     ImuLinearVelocity,
@@ -172,31 +171,6 @@ def test_interval_model_cache_is_lazy_and_canonical(robot):
         IntervalModelCache(robot, 0.002, default_measurements(robot))[FEET, (), FEET]
 
 
-@pytest.mark.parametrize("contacts, impulse", [((), ()), (FEET[:3], ()), (FEET, ()), (FEET, FEET[2:])])
-def test_contact_height_fd_and_value(robot, contacts, impulse):
-    """ContactHeight (noise.stance_foot_height): h = the foot frame's world z less the ground height; Rx against
-    finite differences on the manifold (tilt and joints move it too, the velocities do not); measured feet of a
-    cache get one row each after their zero-velocity rows."""
-    rng = np.random.default_rng(400 + len(contacts) + 10 * len(impulse))
-    fid = robot.foot_frame_ids[1]
-    meas = [JointPosition(robot, std=0.01), ContactHeight(robot, fid, std=0.005, ground_height=0.04)]
-    model = MultibodyIntervalModel(robot, contacts, 0.01, meas, impulse)
-    for _ in range(2):
-        x = random_state(robot, rng)
-        check_interval_fd(model, x, rng.normal(size=robot.nj), random_z(model, rng), f"height {len(contacts)}")
-    data = model.create_data()
-    data.z[:] = 0.0
-    model.calc_diff(data, x, PI)
-    pdata = robot.model.createData()
-    pin.framesForwardKinematics(robot.model, pdata, x[: robot.nq])
-    assert data.r[-1] == pytest.approx(-(pdata.oMf[fid].translation[2] - 0.04) / 0.005, abs=1e-12)
-    assert not np.any(data.Rx[-1, robot.nv :]) and np.any(data.Rx[-1, 3:6]) and np.any(data.Rx[-1, 6 : robot.nv])
-    cache = IntervalModelCache(robot, 0.002, default_measurements(robot), foot_velocity_std=0.02, foot_height_std=0.01)
-    m = cache[FEET, (), ("RR_foot", "FL_foot")]
-    names = [type(mm).__name__ for mm in m.measurements[-4:]]
-    assert names == ["ContactVelocity", "ContactHeight"] * 2 and m.nr == cache[FEET, ()].nr + 8
-
-
 @pytest.mark.parametrize("contacts, impulse", [((), ()), (FEET, ()), (FEET, FEET[2:])])
 def test_base_height_fd(robot, contacts, impulse):
     """BaseHeight (noise.stance_foot_height): h = the base origin's world z; Rx against finite differences on the
@@ -212,6 +186,11 @@ def test_base_height_fd(robot, contacts, impulse):
     model.calc_diff(data, x, PI)
     assert data.r[-1] == pytest.approx(-x[2] / 0.005, abs=1e-12)
     assert np.any(data.Rx[-1, :3]) and not np.any(data.Rx[-1, 3:])
+    cache = IntervalModelCache(robot, 0.002, default_measurements(robot), foot_velocity_std=0.02, foot_height_std=0.01)
+    m = cache[FEET, (), ("RR_foot", "FL_foot")]
+    assert [type(mm).__name__ for mm in m.measurements[-4:]] == ["ContactVelocity", "BaseHeight"] * 2
+    assert [mm.frame_id for mm in m.measurements[-4:]] == [robot.foot_frame_ids[0]] * 2 + [robot.foot_frame_ids[3]] * 2
+    assert m.nr == cache[FEET, ()].nr + 8
 
 
 def predicted(node: MultibodyIntervalModel, x: np.ndarray, u: np.ndarray, pi: np.ndarray) -> np.ndarray:

@@ -57,9 +57,9 @@ def test_the_window_counts_the_time_since_the_last_flight(robot):
 
 def test_the_builder_couples_a_flight_and_the_time_after_its_landing():
     """With noise.realised_flight_time T > 0 an interval whose first knot is less than T after a flight (or in it)
-    has the realised accelerometer, whatever its feet; the standing rule still applies; 0 (the default) leaves the
-    models as before."""
-    assert EstimatorConfig().noise.realised_flight_time == 0.0
+    has the realised accelerometer, whatever its feet; the standing rule still applies; 0 leaves the models as
+    before (the default is 0.05 s, session 21)."""
+    assert EstimatorConfig().noise.realised_flight_time == 0.05
     feet = [(False,) * 4] * 3 + [(False, False, True, True)] * 4 + [(True,) * 4] * 5
     since = [0.0] * 3 + [0.002 * (i + 1) for i in range(9)]  # the flight's last knot at index 2
     knots = [
@@ -71,9 +71,8 @@ def test_the_builder_couples_a_flight_and_the_time_after_its_landing():
     cfg = NoiseConfig(accelerometer_realised=True, realised_flight_time=0.01)
     running, _ = Estimator(EstimatorConfig(noise=cfg)).builder.phase_models(knots, None)
     assert [i for i, m in enumerate(running) if m.noise_coupled] == [0, 1, 2, 3, 4, 5, 6]  # since_flight < 0.01
-    off, _ = Estimator(EstimatorConfig(noise=NoiseConfig(accelerometer_realised=True))).builder.phase_models(
-        knots, None
-    )
+    off_cfg = NoiseConfig(accelerometer_realised=True, realised_flight_time=0.0)
+    off, _ = Estimator(EstimatorConfig(noise=off_cfg)).builder.phase_models(knots, None)
     assert not any(m.noise_coupled for m in off)
     for m, r in zip(running, off, strict=True):  # same contact set and measurements, only the accelerometer
         assert (m.contacts, m.impulse, len(m.measurements)) == (r.contacts, r.impulse, len(r.measurements))

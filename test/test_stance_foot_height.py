@@ -1,5 +1,5 @@
-"""noise.stance_foot_height: the flat-ground pseudo-measurement of each settled stance foot at every knot
-(:class:`mcoe_ros.multibody.measurements.ContactHeight`; docs/localisation.md, session 21). The measurement's
+"""noise.stance_foot_height: at every knot, the leg-odometry base height of each settled stance foot on the flat
+ground (:class:`mcoe_ros.multibody.measurements.BaseHeight`; docs/localisation.md, session 21). The measurement's
 finite-difference and C++ = Python tests are in test_measurement.py and test_compiled.py; here the builder's rule
 and the estimator on the sample bag with both backends."""
 
@@ -15,7 +15,7 @@ from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.io.params import ConfigError, node_config
 from mcoe_ros.multibody import compiled
 from mcoe_ros.multibody.imu import rotation_quaternion
-from mcoe_ros.multibody.measurements import BaseHeight, ContactHeight, ContactVelocity
+from mcoe_ros.multibody.measurements import BaseHeight, ContactVelocity
 from mcoe_ros.multibody.robot import RobotModel
 from mcoe_ros.testing.data import first_estimates
 from mcoe_ros.testing.go1 import standing_state
@@ -32,19 +32,19 @@ def _knots() -> list[GridKnot]:
 
 
 def test_the_height_goes_with_the_zero_velocity_pseudo_measurement():
-    """Each foot with the zero-velocity pseudo-measurement gets one ContactHeight row after it, on the ground plane
-    of dynamics.ground_height with σ = noise.stance_foot_height; 0 (the default) adds none."""
-    assert EstimatorConfig().noise.stance_foot_height == 0.0
-    cfg = EstimatorConfig(noise=NoiseConfig(stance_foot_height=0.02), dynamics=DynamicsConfig(ground_height=0.05))
+    """Each foot with the zero-velocity pseudo-measurement gets one BaseHeight row after it, σ =
+    noise.stance_foot_height; 0 adds none (the default is 0.01 m, session 21)."""
+    assert EstimatorConfig().noise.stance_foot_height == 0.01
+    cfg = EstimatorConfig(noise=NoiseConfig(stance_foot_height=0.02))
     running, terminal = Estimator(cfg).builder.phase_models(_knots(), None)
     for model, n in zip([*running, terminal], (3, 4, 0), strict=True):
-        heights = [m for m in model.measurements if isinstance(m, ContactHeight)]
+        heights = [m for m in model.measurements if isinstance(m, BaseHeight)]
         quiet = [m for m in model.measurements if isinstance(m, ContactVelocity)]
         assert len(heights) == len(quiet) == n
         assert [h.frame_id for h in heights] == [q.frame_id for q in quiet]
-        assert all(h.ground_height == 0.05 and h.W[0, 0] == pytest.approx(1 / 0.02) for h in heights)
-    off, _ = Estimator(EstimatorConfig()).builder.phase_models(_knots(), None)
-    assert not any(isinstance(m, ContactHeight) for model in off for m in model.measurements)
+        assert all(h.W[0, 0] == pytest.approx(1 / 0.02) for h in heights)
+    off, _ = Estimator(EstimatorConfig(noise=NoiseConfig(stance_foot_height=0.0))).builder.phase_models(_knots(), None)
+    assert not any(isinstance(m, BaseHeight) for model in off for m in model.measurements)
     assert node_config({"noise.stance_foot_height": 0.01}).estimator.noise.stance_foot_height == 0.01
     with pytest.raises(ConfigError, match="noise.stance_foot_height"):
         node_config({"noise.stance_foot_height": -0.01})
@@ -82,7 +82,7 @@ def test_estimator_with_the_stance_foot_height_runs_both_solvers():
     feed = SensorFeed(node_config({**over, "solver.backend": "python"}))
     out = first_estimates(feed, 3)
     knots = feed.estimator.solver.problem.knots
-    assert any(isinstance(m, ContactHeight) for k in knots for m in k.model.measurements)
+    assert any(isinstance(m, BaseHeight) for k in knots for m in k.model.measurements)
     assert all(e.is_finite() for e in out)
     plain = first_estimates(
         SensorFeed(node_config({**over, "noise.stance_foot_height": 0.0, "solver.backend": "python"})), 3

@@ -33,7 +33,6 @@ MeasurementSpec::Kind kindOf(const std::string& name) {
   if (name == "orientation") return K::Orientation;
   if (name == "specific_force") return K::SpecificForce;
   if (name == "contact_velocity") return K::ContactVelocity;
-  if (name == "contact_height") return K::ContactHeight;
   if (name == "base_height") return K::BaseHeight;
   throw std::invalid_argument("unknown measurement kind " + name);
 }
@@ -154,7 +153,7 @@ PYBIND11_MODULE(_mcoe, m) {
            py::arg("acc_bias"), py::arg("damped_frames") = std::vector<int>{}, py::arg("kd") = 0.0)
       .def("add_measurement",
            [](IntervalModel& self, const std::string& kind, int frame_id, const Mat& W, int bias_start,
-              bool quat_wxyz, bool realised, double ground) {
+              bool quat_wxyz, bool realised) {
              MeasurementSpec s;
              s.kind = kindOf(kind);
              s.frame_id = frame_id;
@@ -162,11 +161,10 @@ PYBIND11_MODULE(_mcoe, m) {
              s.bias_start = bias_start;
              s.quat_wxyz = quat_wxyz;
              s.realised = realised;
-             s.ground = ground;
              self.addMeasurement(s);
            },
            py::arg("kind"), py::arg("frame_id"), py::arg("W"), py::arg("bias_start") = -1,
-           py::arg("quat_wxyz") = true, py::arg("realised") = false, py::arg("ground") = 0.0)
+           py::arg("quat_wxyz") = true, py::arg("realised") = false)
       .def_readonly("noise_coupled", &IntervalModel::noise_coupled)
       .def_readonly("npi", &IntervalModel::npi)
       .def_readonly("nz", &IntervalModel::nz)

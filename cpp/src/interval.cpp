@@ -95,7 +95,6 @@ void IntervalModel::addMeasurement(MeasurementSpec s) {
     case MK::SpecificForce: s.nz = s.nr = 3; needs_kin_ = true; uses_acc_ = true; break;
     case MK::Gyro:
     case MK::ContactVelocity: s.nz = s.nr = 3; needs_kin_ = true; break;
-    case MK::ContactHeight: s.nz = s.nr = 1; needs_kin_ = true; break;
     case MK::BaseHeight: s.nz = s.nr = 1; break;
   }
   if (s.W.rows() != s.nr || s.W.cols() != s.nr) throw std::invalid_argument("measurement W has the wrong size");
@@ -608,21 +607,6 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
           const Eigen::Quaterniond quat(x[6], x[3], x[4], x[5]);
           Rx.setZero();
           Rx.leftCols(3) = -s.W(0, 0) * quat.normalized().toRotationMatrix().row(2);
-        }
-        break;
-      }
-      case MK::ContactHeight: {
-        const pin::Frame& f = d.model.frames[s.frame_id];
-        const pin::SE3& joint = kin_x.oMi[f.parentJoint];
-        h[0] = joint.rotation().row(2).dot(f.placement.translation()) + joint.translation()[2] - s.ground;
-        r.noalias() = s.W * (d.z.segment(zo, n) - h);
-        if (diff) {
-          sc.jac.setZero();
-          PIN_CALL(pin::getFrameJacobian(d.model, kin_x, s.frame_id, pin::LOCAL, sc.jac));
-          // d p_z / dq = (R_WF J_F)[2]: the LOCAL Jacobian's linear rows to world z
-          const Eigen::RowVector3d rz = (joint.rotation() * f.placement.rotation()).row(2);
-          Rx.setZero();
-          Rx.leftCols(nv).noalias() = -s.W(0, 0) * (rz * sc.jac.topRows(3));
         }
         break;
       }

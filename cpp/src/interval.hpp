@@ -22,10 +22,9 @@ using ConstraintModels = PINOCCHIO_STD_VECTOR_WITH_EIGEN_ALLOCATOR(pinocchio::Ri
 using ConstraintDatas = PINOCCHIO_STD_VECTOR_WITH_EIGEN_ALLOCATOR(pinocchio::RigidConstraintData);
 
 struct MeasurementSpec {
-  // ContactHeight: a stance foot's height above the ground plane z = ground (world, m), 1 row (Python ContactHeight)
   // BaseHeight: the base origin's world height, 1 row, z = the leg-odometry height (Python BaseHeight)
   enum class Kind {
-    JointPosition, JointVelocity, Gyro, Orientation, SpecificForce, ContactVelocity, ContactHeight, BaseHeight
+    JointPosition, JointVelocity, Gyro, Orientation, SpecificForce, ContactVelocity, BaseHeight
   };
   Kind kind;
   int frame_id = -1;
@@ -37,7 +36,6 @@ struct MeasurementSpec {
   // interval's velocity noise), so its residual depends on the noise: IntervalData::Rw (Python ImuSpecificForce's
   // realised); the frame must be on the floating base
   bool realised = false;
-  double ground = 0.0;  // ContactHeight only: the ground plane's height, m
   int nz = 0, nr = 0;
 };
 

@@ -128,8 +128,8 @@ class EstimationParameters:
 
 def robust_cost(config: RobustConfig) -> RobustCost | None:
     """The problem's :class:`RobustCost` for ``config`` (None when the loss is quadratic): one group per stance
-    foot's zero-velocity pseudo-measurement (``contact``), per IMU/encoder measurement (``sensors``), and the process
-    noise of each interval (``process``)."""
+    foot's zero-velocity and base-height pseudo-measurement (``contact``), per IMU/encoder measurement
+    (``sensors``), and the process noise of each interval (``process``)."""
     if config.loss == "quadratic" or not (config.process or config.contact or config.sensors):
         return None
     loss = RobustLoss(config.loss, config.threshold)
@@ -137,7 +137,7 @@ def robust_cost(config: RobustConfig) -> RobustCost | None:
     def groups(model: MultibodyIntervalModel) -> list[tuple[slice, RobustLoss]]:
         out = []
         for meas, sl in zip(model.measurements, model.r_slices, strict=True):
-            if config.contact if isinstance(meas, ContactVelocity) else config.sensors:
+            if config.contact if isinstance(meas, (ContactVelocity, BaseHeight)) else config.sensors:
                 out.append((sl, loss))
         return out
 
@@ -202,7 +202,6 @@ class ProblemBuilder:
         cache_options = dict(
             foot_velocity_std=noise.foot_velocity,
             foot_height_std=noise.stance_foot_height,
-            ground_height=config.dynamics.ground_height,
             actuator=parameters.actuator,
             layout=layout,
             **soft_contact_options(config),

@@ -73,17 +73,17 @@ class NoiseConfig:
     #: s; > 0: the realised accelerometer also on the intervals of a flight (every foot in the air) and for this long
     #: after its landing (GridKnot.since_flight): the rigid contacts stop landing feet that still sink into a soft
     #: floor, and the loose base velocity followed them (docs/localisation.md, session 21); 0 = off
-    realised_flight_time: float = 0.0
+    realised_flight_time: float = 0.05
     foot_velocity: float = 0.02  #: stance-foot zero-velocity pseudo-measurement, m/s
     #: flat-ground base-height pseudo-measurement at the window's arrival knot (its stance feet on the ground plane
     #: z = dynamics.ground_height), m; bounds the height drift of soft feet sinking into the ground; 0 = off (stairs,
     #: slopes)
     foot_height: float = 0.01
     height_random_walk: float = 0.05  #: m/sqrt(s), leg-odometry height random walk (with foot_height > 0)
-    #: m; > 0: the same flat ground at every knot, on each stance foot that has the zero-velocity pseudo-measurement
-    #: (:class:`~mcoe_ros.multibody.measurements.ContactHeight`; its whole configuration, not only the base height);
-    #: 0 = the arrival knot's term only
-    stance_foot_height: float = 0.0
+    #: m; > 0: the same flat ground at every knot: each stance foot that has the zero-velocity pseudo-measurement
+    #: puts the base at the height its encoders and IMU orientation say (leg odometry; only the base height moves,
+    #: :class:`~mcoe_ros.multibody.measurements.BaseHeight`); 0 = the arrival knot's term only
+    stance_foot_height: float = 0.01
     #: s; each touch-down adds τ ‖v_foot‖ (the landing foot's speed) to the standard deviation of the published
     #: horizontal position, coherently over the run: the systematic drift of the touch-down transients
     #: (:mod:`mcoe_ros.estimation.drift`, docs/realism.md session 14); 0 = the window's covariance only (the feet's

@@ -233,7 +233,7 @@ _TABLE: tuple[Param, ...] = (
     Param(
         "noise.stance_foot_height",
         "estimator.noise.stance_foot_height",
-        "flat-ground pseudo-measurement of each settled stance foot's height at every knot, m; 0 = off",
+        "base height from each settled stance foot on dynamics.ground_height at every knot (leg odometry), m; 0 = off",
     ),
     Param(
         "noise.height_random_walk",
@@ -436,7 +436,11 @@ _TABLE: tuple[Param, ...] = (
     ),
     Param("robust.threshold", "estimator.robust.threshold", "outlier threshold, RMS whitened residual per component"),
     Param("robust.process", "estimator.robust.process", "robust loss on each interval's process noise"),
-    Param("robust.contact", "estimator.robust.contact", "robust loss on each stance foot's zero-velocity residual"),
+    Param(
+        "robust.contact",
+        "estimator.robust.contact",
+        "robust loss on each stance foot's zero-velocity and base-height residual",
+    ),
     Param("robust.sensors", "estimator.robust.sensors", "robust loss on each IMU and encoder measurement block"),
     Param(
         "robust.covariance_scaling",

@@ -30,7 +30,6 @@ from mcoe_ros.multibody.inertia import ExpEigenvalue, LogCholesky, OffsetParamet
 from mcoe_ros.multibody.interval import MultibodyIntervalModel
 from mcoe_ros.multibody.measurements import (
     BaseHeight,
-    ContactHeight,
     ContactVelocity,
     ImuAngularVelocity,
     ImuOrientation,
@@ -80,7 +79,6 @@ def _require() -> None:
 #: measurement classes -> C++ kind names (order of the checks: subclasses first)
 _KINDS = (
     (ContactVelocity, "contact_velocity"),
-    (ContactHeight, "contact_height"),
     (BaseHeight, "base_height"),
     (ImuAngularVelocity, "gyro"),
     (ImuSpecificForce, "specific_force"),
@@ -172,7 +170,6 @@ class CompiledModels:
                 -1 if bias is None else int(bias.start),
                 getattr(meas, "quat_order", "wxyz") == "wxyz",
                 bool(getattr(meas, "realised", False)),
-                float(getattr(meas, "ground_height", 0.0)),
             )
         if cpp.npi != model.npi or cpp.nz != model.nz or cpp.nr != model.nr:
             raise ValueError("compiled interval model disagrees with the Python model on pi / z / r sizes")

@@ -21,7 +21,6 @@ them through ``data.collector`` (:class:`~mcoe_ros.multibody.collector.IntervalC
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -32,7 +31,6 @@ from mcoe_ros.multibody.dynamics import PhaseDynamicsModel
 from mcoe_ros.multibody.imu import rotation_quaternion
 from mcoe_ros.multibody.measurements import (
     BaseHeight,
-    ContactHeight,
     ContactVelocity,
     ImuAngularVelocity,
     ImuOrientation,
@@ -209,8 +207,8 @@ class IntervalModelCache(dict):
 
     Every model has the shared sensor ``measurements`` plus, for each foot in ``measured``, a zero-velocity
     pseudo-measurement (:class:`~mcoe_ros.multibody.measurements.ContactVelocity`, std ``foot_velocity_std``,
-    leg odometry) and, with ``foot_height_std`` > 0, a flat-ground one
-    (:class:`~mcoe_ros.multibody.measurements.ContactHeight` on the plane z = ``ground_height``). Keys are
+    leg odometry) and, with ``foot_height_std`` > 0, the leg-odometry base height that puts the foot on the ground
+    (:class:`~mcoe_ros.multibody.measurements.BaseHeight`, its z a knot input). Keys are
     canonicalised to ``robot.foot_names`` order, so ``cache[("FR_foot", "FL_foot"), (), ()]`` and
     ``cache[("FL_foot", "FR_foot"), (), ()]`` are the same model; a 2-tuple key means no measured feet, a 3-tuple no
     damped ones.
@@ -223,7 +221,6 @@ class IntervalModelCache(dict):
         measurements: Sequence[MeasurementModel],
         foot_velocity_std: float | None = None,
         foot_height_std: float = 0.0,
-        ground_height: float = 0.0,
         **dynamics_options,
     ):
         super().__init__()
@@ -232,15 +229,7 @@ class IntervalModelCache(dict):
         if foot_velocity_std is not None:
             self.foot_measurements = {
                 name: [ContactVelocity(robot, fid, std=foot_velocity_std)]
-                + (
-                    [
-                        BaseHeight(robot, fid, std=foot_height_std)
-                        if os.environ.get("MCOE_HEIGHT", "base") == "base"
-                        else ContactHeight(robot, fid, std=foot_height_std, ground_height=ground_height)
-                    ]
-                    if foot_height_std > 0
-                    else []
-                )
+                + ([BaseHeight(robot, fid, std=foot_height_std)] if foot_height_std > 0 else [])
                 for name, fid in zip(robot.foot_names, robot.foot_frame_ids, strict=True)
             }
 

@@ -231,40 +231,15 @@ class ContactVelocity(_FrameVelocity):
         super().__init__(robot, frame_id, std, cov)
 
 
-class ContactHeight(MeasurementModel):
-    """Flat-ground pseudo-measurement of a stance foot: the foot frame's height above the ground plane z =
-    ``ground_height`` (world, m), h = p_z - ground_height. z: (1,), normally 0 (the foot is on the ground).
-
-    dh/dq = (R_WF J_F)[2] with J_F the LOCAL frame Jacobian's linear rows (Pinocchio's tangent of q), dh/dv = 0.
-    Unlike the arrival's ground term (:meth:`mcoe_ros.estimation.builder.ProblemBuilder.with_ground_height`), the
-    whole configuration moves it (base height, tilt and joints)."""
-
-    needs_kinematics = True
-
-    def __init__(self, robot: RobotModel, frame_id: int, std: float = 0.01, ground_height: float = 0.0):
-        self.frame_id = int(frame_id)
-        self.ground_height = float(ground_height)
-        self.nz = self.nr = 1
-        self.nv = robot.model.nv
-        self.W = sqrt_information(1, std)
-
-    def predict(self, md, c, x):
-        md.h[0] = c.kin_x.oMf[self.frame_id].translation[2] - self.ground_height
-
-    def predict_diff(self, md, c, x):
-        self.predict(md, c, x)
-        jac = pin.getFrameJacobian(c.model, c.kin_x, self.frame_id, _LOCAL)[:3]
-        md.dh_dx[0, : self.nv] = c.kin_x.oMf[self.frame_id].rotation[2] @ jac
-
-
 class BaseHeight(MeasurementModel):
     """Leg-odometry height of the base: the base origin's world height p_z (m), measured as the height at which a
     settled stance foot (``frame_id``) lies on the flat ground. z: (1,) = ground height - the foot's height below the
     base origin from the knot's encoders and IMU orientation (a knot input,
     :meth:`mcoe_ros.estimation.builder.ProblemBuilder.knot_inputs`), so only the base height moves it: the IMU and
     encoders are not bent to level the feet (as the arrival's ground term,
-    :meth:`mcoe_ros.estimation.builder.ProblemBuilder.with_ground_height`). dh/dq = (R_WB[2], 0, 0) on the base's
-    local translation and rotation."""
+    :meth:`mcoe_ros.estimation.builder.ProblemBuilder.with_ground_height`; a measurement of the foot's own height would
+    tilt the base and bend the joints: the sways' CoM, docs/localisation.md session 21). dh/dq = (R_WB[2], 0, 0) on
+    the base's local translation and rotation."""
 
     def __init__(self, robot: RobotModel, frame_id: int, std: float = 0.01):
         self.frame_id = int(frame_id)  #: the stance foot whose kinematics give z
