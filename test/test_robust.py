@@ -170,10 +170,10 @@ def test_estimator_with_robust_loss_and_calibration():
         last.pose_cov - pose_b - odometry(last), chi2 * (ref[-1].pose_cov - ref_pose_b - odometry(ref[-1])), rtol=1e-9
     )
     np.testing.assert_allclose(last.theta_cov, ref[-1].theta_cov, rtol=1e-9, atol=1e-15)
-    from mcoe_ros.multibody.measurements import ContactVelocity
+    from mcoe_ros.multibody.measurements import BaseHeight, ContactVelocity
 
-    for knot in est.solver.problem.knots:  # one robust group per stance foot's zero-velocity residual
-        feet = sum(isinstance(m, ContactVelocity) for m in knot.model.measurements)
+    for knot in est.solver.problem.knots:  # one robust group per stance foot's zero-velocity and base-height residual
+        feet = sum(isinstance(m, (ContactVelocity, BaseHeight)) for m in knot.model.measurements)
         assert len(est.solver.problem.robust.model_groups(knot.model)) == feet
 
 

@@ -233,7 +233,7 @@ _TABLE: tuple[Param, ...] = (
     Param(
         "noise.stance_foot_height",
         "estimator.noise.stance_foot_height",
-        "base height from each settled stance foot on dynamics.ground_height at every knot (leg odometry), m; 0 = off",
+        "base height from each settled stance foot on dynamics.ground_height at every knot, m; 0 = off (stairs)",
     ),
     Param(
         "noise.height_random_walk",
