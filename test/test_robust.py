@@ -141,7 +141,8 @@ def _run_sample(over: dict, n: int = 4) -> tuple[list, object]:
 def test_estimator_with_robust_loss_and_calibration():
     """robust.loss huber on the process noise and the contact residuals: the problem carries the robust cost (the
     auto backend falls back to the Python solver), estimates are finite, and 'residual' covariance scaling multiplies
-    the published covariances by max(σ̂², floor) (before the IMU biases' and the odometry drift's shares are added) while
+    the published covariances by max(σ̂², floor) (before the IMU biases', the odometry drift's and the ground's shares
+    are added) while
     the solver's own belief (theta_cov) is unscaled."""
     from mcoe_ros.estimation.drift import horizontal_share
     from mcoe_ros.ocp.solver import MCOESolver
@@ -162,8 +163,13 @@ def test_estimator_with_robust_loss_and_calibration():
     np.testing.assert_allclose(pose_b, ref_pose_b, rtol=1e-9, atol=1e-15)
     np.testing.assert_allclose(last.payload_cov - payload_b, chi2 * (ref[-1].payload_cov - ref_payload_b), rtol=1e-9)
 
-    def odometry(e):  # the touch-downs' drift and the feet's rolling on x, y (noise.odometry_slip_time), not scaled
-        return horizontal_share(e.solve["odometry_drift_std"], e.solve["odometry_rolling_std"])
+    def odometry(e):  # the touch-downs' drift and the feet's rolling on x, y (noise.odometry_slip_time), not scaled,
+        # and the flat ground's common error on z (noise.stance_foot_height², Estimator.ground_variance), not scaled
+        out = horizontal_share(e.solve["odometry_drift_std"], e.solve["odometry_rolling_std"])
+        out[2, 2] += est.ground_variance
+        return out
+
+    assert est.ground_variance == pytest.approx(0.01**2)
 
     assert last.solve["odometry_rolling_std"] == pytest.approx(ref[-1].solve["odometry_rolling_std"], rel=1e-6)
     np.testing.assert_allclose(

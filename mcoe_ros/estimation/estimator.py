@@ -22,7 +22,8 @@ fixes the unobservable horizontal translation removed). They are then scaled (``
 the IMU biases not estimated (``imu_bias.consider``), the biases' prior uncertainty is added by consider analysis (the
 solver's sensitivity of the estimate to constant biases, carried through the marginalised past); the touch-downs'
 horizontal drift since the origin and the stance feet's rolling are added to x, y (``noise.odometry_slip_time``,
-``robot.foot_radius``, :mod:`mcoe_ros.estimation.drift`).
+``robot.foot_radius``, :mod:`mcoe_ros.estimation.drift`), and with the base height at every knot one such row's
+variance to z (``noise.stance_foot_height``², :attr:`Estimator.ground_variance`).
 """
 
 from __future__ import annotations
@@ -227,6 +228,11 @@ class Estimator:
         self.drift = None
         if noise.odometry_slip_time > 0.0:
             self.drift = TouchdownDrift(robot, noise.odometry_slip_time, self.builder.held, config.grid.dt)
+        #: m², added to the published base height's variance with the base height at every knot: the solve treats
+        #: those rows as independent, but their errors (the flat-ground assumption, feet sinking into the ground)
+        #: are common to the window's knots, so the published height is no better than one row
+        #: (noise.stance_foot_height; docs/localisation.md, session 21)
+        self.ground_variance = noise.stance_foot_height**2
         #: input-rate odometry: the newest solved state propagated through every newer sample
         self.propagator = Propagator(robot, noise.accelerometer, noise.gyro, noise.foot_velocity)
         self.last_status = "waiting for data"
@@ -621,6 +627,10 @@ class Estimator:
                     "touchdowns": self.drift.count,
                 },
             )
+        if self.ground_variance > 0.0:
+            pose_cov = est.pose_cov.copy()
+            pose_cov[2, 2] += self.ground_variance
+            est = replace(est, pose_cov=pose_cov)
         missed_deadline = result.status == "max_time"
         if missed_deadline:
             # clean fallback: the state of the iterate re-anchors the odometry (if it took a step), the payload
