@@ -317,7 +317,8 @@ def nees_summary(good: list, pi_true: np.ndarray, odom: list) -> dict:
     (final and mean over the second half of the estimates) under each of :data:`CALIBRATIONS`, all from one run:
     'raw' = the Gauss-Newton covariance (the published one less its IMU-bias share ``Estimate.bias_cov`` and, for the
     pose, the touch-downs' drift and the feet's rolling, ``solve['odometry_drift_std']`` and
-    ``solve['odometry_rolling_std']``, divided by its ``solve['cov_scale']`` / ``solve['pose_cov_scale']``),
+    ``solve['odometry_rolling_std']``, and the ground's ``solve['ground_std']``, divided by its
+    ``solve['cov_scale']`` / ``solve['pose_cov_scale']``),
     'residual' = raw times max(σ̂², 1) (``solve['chi2_dof']``) plus those shares,
     'published' = the published covariance (with the default
     ``robust.covariance_scaling`` 'consistency' and ``imu_bias.consider``: the payload's raw times the larger of the
@@ -329,8 +330,10 @@ def nees_summary(good: list, pi_true: np.ndarray, odom: list) -> dict:
     def parts(e):
         bias = e.bias_cov or (np.zeros((6, 6)), None, np.zeros_like(e.payload_cov))
         pose_scale = e.solve.get("pose_cov_scale", e.solve.get("cov_scale", 1.0))
-        # the touch-downs' drift and the feet's rolling (noise.odometry_slip_time), not scaled
+        # the touch-downs' drift and the feet's rolling (noise.odometry_slip_time) and the flat ground's common error
+        # on z (noise.stance_foot_height), not scaled
         drift = horizontal_share(e.solve.get("odometry_drift_std", 0.0), e.solve.get("odometry_rolling_std", 0.0))
+        drift[2, 2] += e.solve.get("ground_std", 0.0) ** 2
         raw = ((e.pose_cov - bias[0] - drift) / pose_scale, (e.payload_cov - bias[2]) / e.solve.get("cov_scale", 1.0))
         return raw, (bias[0] + drift, bias[2]), max(e.solve.get("chi2_dof", 1.0), 1.0)
 

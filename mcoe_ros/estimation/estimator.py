@@ -630,7 +630,9 @@ class Estimator:
         if self.ground_variance > 0.0:
             pose_cov = est.pose_cov.copy()
             pose_cov[2, 2] += self.ground_variance
-            est = replace(est, pose_cov=pose_cov)
+            est = replace(
+                est, pose_cov=pose_cov, solve={**est.solve, "ground_std": float(np.sqrt(self.ground_variance))}
+            )
         missed_deadline = result.status == "max_time"
         if missed_deadline:
             # clean fallback: the state of the iterate re-anchors the odometry (if it took a step), the payload
