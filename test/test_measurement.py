@@ -283,3 +283,49 @@ def test_interval_payload_and_shared_model_untouched(robot):
     h1 = predicted(node, x, u, PI)
     assert np.abs(h1 - h0).max() > 1e-3
     assert robot.model.inertias[robot.payload_joint] == before
+
+
+@pytest.mark.parametrize("contacts, impulse", [(FEET[:2], ()), (FEET, ()), (FEET, FEET[2:])])
+def test_creeping_contact_velocity_fd(robot, contacts, impulse):
+    """ContactVelocity with creep (contact.creep): h = v_L + c S λ_k; Rx (the force's and the foot rotation's
+    columns) and Rp (the force's payload, actuator and leg-scale columns) against finite differences on the
+    manifold; the creep is the horizontal force's share only."""
+    rng = np.random.default_rng(700 + len(contacts) + 10 * len(impulse))
+    act = ActuatorModel(robot)
+    layout = ParameterLayout(n_actuator=act.n_params, gyro_bias=True, acc_bias=True, leg_mass=True)
+    k = len(contacts) - 1
+    creep = ContactVelocity(robot, robot.foot_frame_ids[robot.foot_names.index(contacts[k])], 0.01, creep=2e-3,
+                            contact_index=k)
+    meas = [JointPosition(robot, std=0.01), creep]
+    model = MultibodyIntervalModel(robot, contacts, 0.01, meas, impulse, actuator=act, layout=layout)
+    global PI_CHECK
+    pi = np.r_[PI, 0.8, 1.2, 1.5, 0.15, 0.2, 0.25, 0.008, 0.01, 0.012, 0.01, -0.02, 0.005, 0.05, -0.03, 0.1, 1.07]
+    PI_CHECK = pi
+    try:
+        for _ in range(2):
+            x = random_state(robot, rng)
+            x[robot.nq + 6 :] *= 0.05
+            check_interval_fd(model, x, rng.normal(size=robot.nj), random_z(model, rng), f"creep {len(contacts)}")
+    finally:
+        PI_CHECK = PI
+    # the creep is the horizontal ground force's: h - v_L = c S λ, world-vertical component zero
+    data = model.create_data()
+    data.z[:] = 0.0
+    model.calc(data, x, pi)
+    plain = MultibodyIntervalModel(robot, contacts, 0.01, [JointPosition(robot, std=0.01),
+                                   ContactVelocity(robot, creep.frame_id, 0.01)], impulse, actuator=act, layout=layout)
+    pdata = plain.create_data()
+    pdata.z[:] = 0.0
+    plain.calc(pdata, x, pi)
+    dh = (pdata.r[-3:] - data.r[-3:]) * 0.01  # r = W (0 - h), W = I / 0.01
+    rot = data.collector.kin_x.oMf[creep.frame_id].rotation
+    lam_world = rot @ data.dyn.lam[3 * k : 3 * k + 3]
+    np.testing.assert_allclose(rot @ dh, 2e-3 * np.r_[lam_world[:2], 0.0], atol=1e-12)
+    assert np.abs(lam_world[:2]).max() > 1e-3
+    with pytest.raises(ValueError, match="contact index"):
+        ContactVelocity(robot, creep.frame_id, creep=1e-3)
+    with pytest.raises(ValueError, match="must be in contact"):
+        IntervalModelCache(robot, 0.002, [], foot_velocity_std=0.02, foot_creep=1e-3)[FEET[:2], (), FEET[2:3]]
+    cache = IntervalModelCache(robot, 0.002, [], foot_velocity_std=0.02, foot_creep=1e-3)
+    m = cache[FEET, (), FEET[1:3]]
+    assert [(mm.creep, mm.contact_index) for mm in m.measurements] == [(1e-3, 1), (1e-3, 2)]
