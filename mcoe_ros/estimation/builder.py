@@ -202,7 +202,6 @@ class ProblemBuilder:
         cache_options = dict(
             foot_velocity_std=noise.foot_velocity,
             foot_height_std=noise.stance_foot_height,
-            foot_creep=config.dynamics.foot_creep if config.dynamics.model == "rigid" else 0.0,
             actuator=parameters.actuator,
             layout=layout,
             **soft_contact_options(config),

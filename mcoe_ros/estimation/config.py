@@ -322,16 +322,10 @@ class DynamicsConfig:
     #: impulse at touch-down (``grid.impulse_on_touchdown``). Chosen on the realism suite (docs/realism.md session 18)
     landing_damping: float = 75.0
     landing_time: float = 0.05  #: s of stance with the landing damping (``landing_damping`` > 0 only)
-    #: m/s/N: > 0 a soft ground on which a held foot creeps: a settled stance foot's velocity pseudo-measurement expects
-    #: it to move at -foot_creep times its horizontal ground force (friction as a damper without a position term, as a
-    #: soft floor; :class:`mcoe_ros.multibody.measurements.ContactVelocity`); 0 = the foot held still (rigid ground)
-    foot_creep: float = 0.0
 
     def __post_init__(self):
         if not (0.0 <= self.landing_damping < 1e4) or not (0.0 < self.landing_time <= 10.0):
             raise ValueError("need 0 <= landing_damping < 1e4 (1/s) and 0 < landing_time <= 10 (s)")
-        if not 0.0 <= self.foot_creep <= 1.0:
-            raise ValueError("need 0 <= foot_creep <= 1 (m/s/N)")
         if self.model not in DYNAMICS_MODELS:
             raise ValueError(f"dynamics model must be one of {DYNAMICS_MODELS}, got {self.model!r}")
         if self.rigid_contacts not in RIGID_CONTACT_SETS:

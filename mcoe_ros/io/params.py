@@ -511,12 +511,6 @@ _TABLE: tuple[Param, ...] = (
         "estimator.dynamics.landing_time",
         "rigid model: stance time with the landing damping (dynamics.landing_damping > 0), s",
     ),
-    Param(
-        "dynamics.foot_creep",
-        "estimator.dynamics.foot_creep",
-        "rigid model, soft ground: a settled stance foot creeps at -foot_creep times its horizontal ground force,"
-        " m/s/N (0 = held still)",
-    ),
     # solver
     Param("solver.max_iterations", "estimator.solver.max_iterations", "solver iterations per tick"),
     Param(
@@ -679,7 +673,6 @@ _BOUNDS = {
     "dynamics.newton_max_iterations": (1, None, True),
     "dynamics.landing_damping": (0.0, 1e4, True),
     "dynamics.landing_time": (0.0, 10.0, False),
-    "dynamics.foot_creep": (0.0, 1.0, True),
     "solver.max_iterations": (1, None, True),
     "solver.max_iterations_cold": (1, None, True),
     "solver.cold_iterations_per_tick": (0, None, True),

@@ -113,8 +113,6 @@ def unsupported(model: MultibodyIntervalModel) -> str | None:
     for meas in model.measurements:
         if _kind(meas) is None:
             return f"measurement {type(meas).__name__}"
-        if getattr(meas, "creep", 0.0) > 0.0:
-            return "creeping foot velocity (dynamics.foot_creep)"
     return None
 
 

@@ -208,9 +208,7 @@ class IntervalModelCache(dict):
     Every model has the shared sensor ``measurements`` plus, for each foot in ``measured``, a zero-velocity
     pseudo-measurement (:class:`~mcoe_ros.multibody.measurements.ContactVelocity`, std ``foot_velocity_std``,
     leg odometry) and, with ``foot_height_std`` > 0, the leg-odometry base height that puts the foot on the ground
-    (:class:`~mcoe_ros.multibody.measurements.BaseHeight`, its z a knot input). With ``foot_creep`` c > 0 (m/s/N)
-    the velocity pseudo-measurement expects the foot to creep at -c times its horizontal ground force (a soft floor,
-    ``ContactVelocity(creep=)``; the measured feet must be contacts of the phase). Keys are
+    (:class:`~mcoe_ros.multibody.measurements.BaseHeight`, its z a knot input). Keys are
     canonicalised to ``robot.foot_names`` order, so ``cache[("FR_foot", "FL_foot"), (), ()]`` and
     ``cache[("FL_foot", "FR_foot"), (), ()]`` are the same model; a 2-tuple key means no measured feet, a 3-tuple no
     damped ones.
@@ -223,14 +221,10 @@ class IntervalModelCache(dict):
         measurements: Sequence[MeasurementModel],
         foot_velocity_std: float | None = None,
         foot_height_std: float = 0.0,
-        foot_creep: float = 0.0,
         **dynamics_options,
     ):
         super().__init__()
         self.robot, self.dt, self.measurements, self.options = robot, dt, list(measurements), dynamics_options
-        self.foot_velocity_std, self.foot_creep = foot_velocity_std, float(foot_creep)
-        if self.foot_creep > 0.0 and dynamics_options.get("soft_contact") is not None:
-            raise ValueError("foot creep needs the rigid contacts' forces (not the soft-contact model)")
         self.foot_measurements: dict[str, list[MeasurementModel]] = {}
         if foot_velocity_std is not None:
             self.foot_measurements = {
@@ -254,18 +248,7 @@ class IntervalModelCache(dict):
         contacts, impulse, measured, damped = key
         if measured and not self.foot_measurements:
             raise ValueError("measured feet need a foot_velocity_std")
-        meas = list(self.measurements)
-        for f in measured:
-            foot = self.foot_measurements[f]
-            if self.foot_creep > 0.0:  # the creep reads the foot's force: its index among the phase's contacts
-                if f not in contacts:
-                    raise ValueError(f"a creeping foot must be in contact: {f} not in {contacts}")
-                fid = foot[0].frame_id
-                creep = ContactVelocity(
-                    self.robot, fid, std=self.foot_velocity_std, creep=self.foot_creep, contact_index=contacts.index(f)
-                )
-                foot = [creep, *foot[1:]]
-            meas += foot
+        meas = self.measurements + [m for f in measured for m in self.foot_measurements[f]]
         options = dict(self.options)
         if options.get("soft_contact") is None:
             options["damped"] = damped

@@ -218,65 +218,17 @@ class ImuLinearVelocity(_FrameVelocity):
 
 
 class ContactVelocity(_FrameVelocity):
-    """Velocity pseudo-measurement of a settled stance foot: linear velocity of the foot frame, LOCAL axes, m/s.
+    """Zero-velocity pseudo-measurement of a stance foot: linear velocity of the foot frame, LOCAL axes, m/s.
 
-    z: (3,), zeros. Without creep (``creep`` 0) a foot in contact does not move (leg odometry). With creep c > 0
-    (m/s/N) the foot creeps on a soft floor at -c times the horizontal ground force on it (a floor whose friction is a
-    damper without a position term, as MuJoCo's soft contact): h = v_L + c S λ_k, S = R^T diag(1, 1, 0) R, R the foot
-    frame's world rotation, λ_k (3,) the interval's contact force on the foot (the ``contact_index``-th contact of the
-    interval's phase, LOCAL axes of the foot frame, N). Use it on feet in contact at the knot's state (not on feet
-    landing in the interval's impulse: their pre-impact velocity is not zero).
+    z: (3,), normally zeros (a foot in contact does not move: leg odometry). Use it on feet that are in
+    contact at the knot's state (not on feet landing in the interval's impulse: their pre-impact velocity is
+    not zero).
     """
 
     rows = slice(0, 3)
 
-    def __init__(self, robot: RobotModel, frame_id: int, std=0.02, cov=None, creep: float = 0.0, contact_index=None):
+    def __init__(self, robot: RobotModel, frame_id: int, std=0.02, cov=None):
         super().__init__(robot, frame_id, std, cov)
-        if creep < 0.0:
-            raise ValueError("need creep >= 0")
-        if creep > 0.0 and contact_index is None:
-            raise ValueError("a creeping contact velocity needs the foot's contact index in the phase")
-        self.creep = float(creep)  #: m/s/N
-        self.contact_index = None if contact_index is None else int(contact_index)
-
-    @property
-    def depends_on_pi(self) -> bool:
-        return self.creep > 0.0  # the contact force depends on the parameters
-
-    def create_data(self, r, rx, rp):
-        md = MeasurementData(self, r, rx, rp)
-        md.proj = np.zeros((3, 3))  #: S = R^T diag(1, 1, 0) R
-        return md
-
-    def _creep(self, md, c, diff: bool) -> None:
-        """md.h += c S λ_k (and its Jacobians after the velocity's)."""
-        rot = c.kin_x.oMf[self.frame_id].rotation
-        horizontal = rot[:2]  # the world's x, y rows of R: S = R[:2]^T R[:2]
-        np.matmul(horizontal.T, horizontal, out=md.proj)
-        rows = slice(3 * self.contact_index, 3 * self.contact_index + 3)
-        lam = c.dyn.lam[rows]
-        s_lam = md.proj @ lam
-        md.h += self.creep * s_lam
-        if not diff:
-            return
-        dyn, nv = c.dyn, self.nv
-        # d(S λ)/dq through R: R(q ⊕ δ) = R Exp(J_ω δ) gives ([S λ]x - S [λ]x) J_ω (J_ω the LOCAL angular Jacobian)
-        _, v_dv = pin.getFrameVelocityDerivatives(c.model, c.kin_x, self.frame_id, _LOCAL)
-        rot_term = (pin.skew(s_lam) - md.proj @ pin.skew(lam)) @ v_dv[3:]
-        md.dh_dx += self.creep * (md.proj @ dyn.dlam_dx[rows])
-        md.dh_dx[:, :nv] += self.creep * rot_term
-        np.matmul(md.proj, dyn.dlam_dpi[rows], out=md.dh_dpi)
-        md.dh_dpi *= self.creep
-
-    def predict(self, md, c, x):
-        super().predict(md, c, x)
-        if self.creep > 0.0:
-            self._creep(md, c, diff=False)
-
-    def predict_diff(self, md, c, x):
-        super().predict_diff(md, c, x)
-        if self.creep > 0.0:
-            self._creep(md, c, diff=True)
 
 
 class BaseHeight(MeasurementModel):
