@@ -197,6 +197,7 @@ class Result:
     mass_pct: float | None = None
     mass_err_kg: float | None = None
     com_mm: float | None = None
+    com_err_mm: list | None = None  #: estimated - true CoM (x, y, z), payload frame, mm (the JSON's per-axis split)
     inertia_pct: float | None = None
     ate_cm: float | None = None
     drift_pct: float | None = None
@@ -251,12 +252,13 @@ def payload_result(
     pi_est: np.ndarray, cov: np.ndarray | None, pi_true: np.ndarray, with_inertia: bool = True
 ) -> Result:
     est = payload_summary(pi_est, np.zeros((10, 10)) if cov is None else cov)
-    _, err = payload_errors(est, pi_true)
+    truth, err = payload_errors(est, pi_true)
     small = abs(pi_true[0]) < 0.3
     return Result(
         mass_pct=None if small or err["mass_pct"] is None else err["mass_pct"],
         mass_err_kg=err["mass_kg"],
         com_mm=None if small else 1e3 * err["com_m"],
+        com_err_mm=None if small else [1e3 * (e - t) for e, t in zip(est["com_m"], truth["com_m"], strict=True)],
         inertia_pct=err["inertia_rel_pct"] if with_inertia and not small else None,
     )
 
@@ -294,6 +296,8 @@ def run_oe(series, t0: float, pi_true, odom, overrides: dict, with_ekf: bool) ->
         return Result(), None
     last = good[-1]
     res = payload_result(last.payload_pi, last.payload_cov, pi_true)
+    if last.payload_cov is not None:  # the published CoM standard deviations (x, y, z), mm
+        res.extra["com_std_mm"] = [1e3 * v for v in payload_summary(last.payload_pi, last.payload_cov)["com_std_m"]]
     traj_result(res, [(e.t, e.position, e.quat_xyzw) for e in history], odom)
     res.extra["nees"] = nees_summary(good, pi_true, odom)
     if last.imu_bias is not None:

@@ -203,6 +203,7 @@ class ProblemBuilder:
             foot_velocity_std=noise.foot_velocity,
             foot_height_std=noise.stance_foot_height,
             actuator=parameters.actuator,
+            **({"rolling_feet": True} if config.dynamics.rolling_feet and config.dynamics.model == "rigid" else {}),
             layout=layout,
             **soft_contact_options(config),
         )
@@ -387,15 +388,23 @@ class ProblemBuilder:
         heights = [
             (m, zs) for m, zs in zip(model.measurements, model.z_slices, strict=True) if isinstance(m, BaseHeight)
         ]
-        if heights:
-            robot, data = self.robot, self._kin_data
-            q = robot.neutral()
-            q[3:7] = base_motion(self._mount, imu.quat, imu.gyro).quat_xyzw
-            q[robot.nq - robot.nj :] = knot.joint.q
-            pin.framesForwardKinematics(robot.model, data, q)
-            for meas, zs in heights:
-                z[zs] = self.ground_height - data.oMf[meas.frame_id].translation[2]
-        return knot.joint.tau, z
+        rolling = model.nu > self.robot.nj
+        if not (heights or rolling):
+            return knot.joint.tau, z
+        robot, data = self.robot, self._kin_data
+        q = robot.neutral()
+        q[3:7] = base_motion(self._mount, imu.quat, imu.gyro).quat_xyzw
+        q[robot.nq - robot.nj :] = knot.joint.q
+        pin.framesForwardKinematics(robot.model, data, q)
+        for meas, zs in heights:
+            z[zs] = self.ground_height - data.oMf[meas.frame_id].translation[2]
+        if not rolling:
+            return knot.joint.tau, z
+        u = np.empty(model.nu)
+        u[: robot.nj] = knot.joint.tau
+        for k, fid in enumerate(robot.foot_frame_ids):  # the round foot's lowest point: radius straight down
+            u[robot.nj + 3 * k : robot.nj + 3 * k + 3] = data.oMf[fid].rotation[2] * -robot.spec.foot_radius
+        return u, z
 
     def interval_noise(self, knots: Sequence[GridKnot], k: int) -> list[np.ndarray]:
         """Diagonal process-noise information (nw,) of each of the last k intervals of a run of knots (the window,

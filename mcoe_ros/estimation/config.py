@@ -322,6 +322,11 @@ class DynamicsConfig:
     #: impulse at touch-down (``grid.impulse_on_touchdown``). Chosen on the realism suite (docs/realism.md session 18)
     landing_damping: float = 75.0
     landing_time: float = 0.05  #: s of stance with the landing damping (``landing_damping`` > 0 only)
+    #: rigid model: each contact at the round foot's lowest point at the knot (``robot.foot_radius`` straight down
+    #: from the foot frame, from the knot's encoders and IMU orientation, an input of the interval) instead of the foot
+    #: frame (the sphere's centre): the ground force acts there and the rolling foot's material point is held
+    #: (:mod:`mcoe_ros.multibody.dynamics`; ``robot.foot_contact_offset`` must be zero)
+    rolling_feet: bool = False
 
     def __post_init__(self):
         if not (0.0 <= self.landing_damping < 1e4) or not (0.0 < self.landing_time <= 10.0):

@@ -511,6 +511,12 @@ _TABLE: tuple[Param, ...] = (
         "estimator.dynamics.landing_time",
         "rigid model: stance time with the landing damping (dynamics.landing_damping > 0), s",
     ),
+    Param(
+        "dynamics.rolling_feet",
+        "estimator.dynamics.rolling_feet",
+        "rigid model: each contact at the round foot's lowest point at the knot (robot.foot_radius below the foot"
+        " frame), not the foot frame",
+    ),
     # solver
     Param("solver.max_iterations", "estimator.solver.max_iterations", "solver iterations per tick"),
     Param(
@@ -739,6 +745,8 @@ def check_config(cfg: NodeConfig) -> NodeConfig:
     grid = cfg.estimator.grid
     if len(cfg.estimator.robot.foot_contact_offset) != 3:
         raise ConfigError("parameter 'robot.foot_contact_offset' must be 3 numbers (x, y, z in the foot frame, m)")
+    if cfg.estimator.dynamics.rolling_feet and any(cfg.estimator.robot.foot_contact_offset):
+        raise ConfigError("parameter 'dynamics.rolling_feet' needs robot.foot_contact_offset [0, 0, 0]")
     if grid.window < 5 * grid.dt:
         raise ConfigError(f"parameter 'estimator.window' must be at least 5 grid steps (5 x {grid.dt:g} s)")
     if not grid.dt <= grid.tick_period <= grid.window:

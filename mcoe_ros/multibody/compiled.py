@@ -102,6 +102,8 @@ def unsupported(model: MultibodyIntervalModel) -> str | None:
         return "soft-contact dynamics (Python reference only)"
     if dyn.layout.leg_mass:
         return "leg mass scale (payload.leg_mass, Python reference only)"
+    if getattr(dyn, "rolling_feet", False):
+        return "rolling feet (dynamics.rolling_feet)"
     if dyn.kp != 0.0:
         return "Baumgarte position gain"
     if dyn.reference_frame != pin.ReferenceFrame.LOCAL:

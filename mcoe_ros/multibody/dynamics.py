@@ -30,8 +30,14 @@ estimator's alternative to the impulse (``dynamics.landing_damping``). kp acts o
 explicit world anchors ``data.anchors`` (n_contacts, 3); without anchors the contact is anchored at
 the foot's current position, whose position error is identically zero, so kp is (exactly) dropped.
 
-Torques: tau = [0_6, u - loss(v+)] for a floating base (tau = u - loss for a fixed base); u (nj,) reported joint
-torques in model joint order, loss the actuator friction of :class:`mcoe_ros.multibody.actuator.ActuatorModel`
+Rolling feet (``rolling_feet``): the contact of foot k is not the foot frame's origin but a point p_k (m, foot-frame
+coordinates) given with the input, u = [tau (nj); p_0; ...; p_{nf-1}] (nf = the robot's feet, ``robot.foot_names``
+order): the round foot's lowest point at the knot, which the problem builder computes from the knot's encoders and IMU
+(a knot input, not a function of the state, so the Jacobians are those of a point contact at a fixed point of the foot).
+The ground force acts there, and that material point is held: a rolling sphere's contact, not its centre.
+
+Torques: tau = [0_6, u_tau - loss(v+)] for a floating base (tau = u_tau - loss for a fixed base); u_tau (nj,) reported
+joint torques in model joint order, loss the actuator friction of :class:`mcoe_ros.multibody.actuator.ActuatorModel`
 (zero without an actuator model); its rotor inertia adds to the model copy's ``armature``.
 
 Parameters pi: the blocks of :class:`mcoe_ros.multibody.actuator.ParameterLayout` (payload body 10, actuator n,
@@ -113,6 +119,7 @@ class PhaseDynamicsModel:
         actuator: ActuatorModel | None = None,
         layout: ParameterLayout | None = None,
         damped: Sequence[str] | None = None,
+        rolling_feet: bool = False,
     ):
         layout = layout or ParameterLayout(n_actuator=actuator.n_params if actuator else 0)
         if (actuator.n_params if actuator else 0) != layout.n_actuator:
@@ -138,6 +145,12 @@ class PhaseDynamicsModel:
         self.restitution = float(restitution)
         model = robot.model
         self.nq, self.nv, self.nj = model.nq, model.nv, robot.nj
+        #: contact points p_k from the input (rolling feet): u = [tau (nj); p (3 per foot)], else u = tau
+        self.rolling_feet = bool(rolling_feet)
+        self.nu = self.nj + (3 * len(robot.foot_names) if self.rolling_feet else 0)
+        foot_index = {name: i for i, name in enumerate(robot.foot_names)}
+        self.contact_feet = [foot_index[name] for name in self.contacts]  #: each contact's foot index
+        self.impulse_feet = [foot_index[name] for name in self.impulse]
         self.actuator, self.layout = actuator, layout
         self.nx, self.ndx, self.npi = self.nq + self.nv, 2 * self.nv, layout.size
         self.nominal_armature = robot.model.armature.copy()
@@ -262,11 +275,21 @@ class PhaseDynamicsModel:
             if use:
                 cm.joint2_placement = pin.SE3(np.eye(3), np.asarray(data.anchors[i], dtype=float))
 
+    def _set_points(self, data: PhaseDynamicsData, u: np.ndarray) -> None:
+        """Rolling feet: each constraint at its foot's point p_k = u[nj + 3k : nj + 3k + 3] of the foot frame."""
+        data.points[:] = u[self.nj :].reshape(-1, 3)
+        for cms, feet in ((data.cmodels, self.contact_feet), (data.cmodels_imp, self.impulse_feet)):
+            for cm, k in zip(cms, feet, strict=True):
+                frame = data.model.frames[self.robot.foot_frame_ids[k]]
+                cm.joint1_placement = frame.placement * pin.SE3(np.eye(3), data.points[k])
+
     def _forward(self, data: PhaseDynamicsData, x: np.ndarray, u: np.ndarray, pi: np.ndarray, diff: bool) -> None:
         model, nq, nb = data.model, self.nq, self.nv - self.nj
         self.set_payload(data, pi)
         q, v = x[:nq], x[nq:]
         data.q[:] = q
+        if self.rolling_feet:
+            self._set_points(data, u)
         if self.impulse:
             data.vdyn[:] = pin.impulseDynamics(
                 model, data.pdata_imp, q, v, data.cmodels_imp, data.cdatas_imp, self.restitution, data.settings_imp
@@ -274,7 +297,7 @@ class PhaseDynamicsModel:
             data.impulse_c[:] = data.pdata_imp.impulse_c
         else:
             data.vdyn[:] = v
-        data.tau[nb:] = u
+        data.tau[nb:] = u[: self.nj]
         if self.actuator is not None:
             data.tau[nb:] -= self.actuator.loss(data.vdyn[nb:], data.p_act)
         if self.contacts:
@@ -441,6 +464,8 @@ class PhaseDynamicsData:
         if dyn.impulse:
             pin.initConstraintDynamics(self.model, self.pdata_imp, self.cmodels_imp, self.cdatas_imp)
         self.q = np.zeros(nq)  #: configuration of the last call
+        #: rolling feet: the contact point of every foot in its foot frame (nf, 3), m, from the last call's input
+        self.points = np.zeros((len(dyn.robot.foot_names), 3))
         self.tau = np.zeros(nv)
         self.zero_v = np.zeros(nv)
         self._dv = np.zeros(nv)

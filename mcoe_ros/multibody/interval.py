@@ -4,7 +4,8 @@
 :class:`mcoe_ros.ocp.interval.IntervalModel` for x = (q, v) (:class:`~mcoe_ros.multibody.state.StateMultibody`),
 pi = the parameter blocks of :class:`~mcoe_ros.multibody.actuator.ParameterLayout` (payload body 10, optional
 actuator model and IMU biases; ``actuator=`` and ``layout=`` go to the dynamics), u = reported joint torques (nj,)
-N m, z = concatenation of the measurements' slices (list order).
+N m (with ``rolling_feet`` followed by every foot's contact point in its foot frame, 3 each, m), z = concatenation
+of the measurements' slices (list order).
 
 Payload handling: every :class:`MultibodyIntervalData` owns (through its dynamics data) a copy of ``robot.model``
 whose payload-parent inertia is overwritten from the pi argument at every calc / calc_diff (nominal parent body +
@@ -72,7 +73,8 @@ class MultibodyIntervalModel(IntervalModel):
         self.contacts, self.impulse, self.dt = self.dynamics.contacts, self.dynamics.impulse, self.dynamics.dt
         self.measurements = list(measurements)
         self.npi = self.dynamics.npi
-        self.nu = robot.nj
+        #: u = reported joint torques (nj,), N m, then with rolling feet the feet's contact points (3 per foot, m)
+        self.nu = getattr(self.dynamics, "nu", robot.nj)
         self.z_slices: list[slice] = []  #: each measurement's slice of z
         self.r_slices: list[slice] = []  #: each measurement's slice of r / rows of Rx, Rp
         nz = nr = 0
@@ -207,7 +209,8 @@ class IntervalModelCache(dict):
 
     Every model has the shared sensor ``measurements`` plus, for each foot in ``measured``, a zero-velocity
     pseudo-measurement (:class:`~mcoe_ros.multibody.measurements.ContactVelocity`, std ``foot_velocity_std``,
-    leg odometry) and, with ``foot_height_std`` > 0, the leg-odometry base height that puts the foot on the ground
+    leg odometry; with the dynamics option ``rolling_feet`` of the foot's input contact point) and, with
+    ``foot_height_std`` > 0, the leg-odometry base height that puts the foot on the ground
     (:class:`~mcoe_ros.multibody.measurements.BaseHeight`, its z a knot input). Keys are
     canonicalised to ``robot.foot_names`` order, so ``cache[("FR_foot", "FL_foot"), (), ()]`` and
     ``cache[("FL_foot", "FR_foot"), (), ()]`` are the same model; a 2-tuple key means no measured feet, a 3-tuple no
@@ -226,11 +229,14 @@ class IntervalModelCache(dict):
         super().__init__()
         self.robot, self.dt, self.measurements, self.options = robot, dt, list(measurements), dynamics_options
         self.foot_measurements: dict[str, list[MeasurementModel]] = {}
+        rolling = bool(dynamics_options.get("rolling_feet", False))
+        if rolling and dynamics_options.get("soft_contact") is not None:
+            raise ValueError("rolling feet are a rigid-contact option (not the soft-contact model)")
         if foot_velocity_std is not None:
             self.foot_measurements = {
-                name: [ContactVelocity(robot, fid, std=foot_velocity_std)]
+                name: [ContactVelocity(robot, fid, std=foot_velocity_std, point_index=i if rolling else None)]
                 + ([BaseHeight(robot, fid, std=foot_height_std)] if foot_height_std > 0 else [])
-                for name, fid in zip(robot.foot_names, robot.foot_frame_ids, strict=True)
+                for i, (name, fid) in enumerate(zip(robot.foot_names, robot.foot_frame_ids, strict=True))
             }
 
     def _key(self, key: tuple) -> tuple[tuple[str, ...], ...]:

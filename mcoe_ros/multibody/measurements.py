@@ -222,13 +222,34 @@ class ContactVelocity(_FrameVelocity):
 
     z: (3,), normally zeros (a foot in contact does not move: leg odometry). Use it on feet that are in
     contact at the knot's state (not on feet landing in the interval's impulse: their pre-impact velocity is
-    not zero).
+    not zero). With ``point_index`` k (rolling feet): the velocity of the foot's contact point p_k (foot-frame
+    coordinates, the dynamics' input, ``c.dyn.points[k]``) instead of the frame origin, v_L + ω_L × p_k.
     """
 
     rows = slice(0, 3)
 
-    def __init__(self, robot: RobotModel, frame_id: int, std=0.02, cov=None):
+    def __init__(self, robot: RobotModel, frame_id: int, std=0.02, cov=None, point_index: int | None = None):
         super().__init__(robot, frame_id, std, cov)
+        self.point_index = point_index  #: the foot whose input contact point is measured (None: the frame origin)
+
+    def predict(self, md, c, x):
+        if self.point_index is None:
+            super().predict(md, c, x)
+            return
+        vel = pin.getFrameVelocity(c.model, c.kin_x, self.frame_id, _LOCAL)
+        md.h[:] = vel.linear + np.cross(vel.angular, c.dyn.points[self.point_index])
+
+    def predict_diff(self, md, c, x):
+        if self.point_index is None:
+            super().predict_diff(md, c, x)
+            return
+        point = c.dyn.points[self.point_index]
+        vel = pin.getFrameVelocity(c.model, c.kin_x, self.frame_id, _LOCAL)
+        md.h[:] = vel.linear + np.cross(vel.angular, point)
+        v_dq, v_dv = pin.getFrameVelocityDerivatives(c.model, c.kin_x, self.frame_id, _LOCAL)
+        cross = pin.skew(point)  # d(ω × p) = -p × dω
+        md.dh_dx[:, : self.nv] = v_dq[:3] - cross @ v_dq[3:]
+        md.dh_dx[:, self.nv :] = v_dv[:3] - cross @ v_dv[3:]
 
 
 class BaseHeight(MeasurementModel):
