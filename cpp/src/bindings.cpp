@@ -142,18 +142,21 @@ PYBIND11_MODULE(_mcoe, m) {
       .def(py::init([](const Robot& robot, const std::vector<int>& contacts, const std::vector<int>& impulse,
                        double dt, double mu, double accuracy, int max_iter, int payload_joint, const Mat& A,
                        const Vec& nominal_pi, const Mat& groups, double eps, bool gyro_bias, bool acc_bias,
-                       const std::vector<int>& damped, double kd) {
+                       const std::vector<int>& damped, double kd, const std::vector<int>& points) {
              return std::make_shared<IntervalModel>(robot.model, contacts, impulse, dt, mu, accuracy, max_iter,
                                                     payload_joint, A, nominal_pi, groups, eps, gyro_bias, acc_bias,
-                                                    damped, kd);
+                                                    damped, kd, points);
            }),
            py::arg("robot"), py::arg("contact_frames"), py::arg("impulse_frames"), py::arg("dt"), py::arg("mu"),
            py::arg("accuracy"), py::arg("max_iter"), py::arg("payload_joint"), py::arg("payload_to_joint"),
            py::arg("nominal_pi"), py::arg("actuator_groups"), py::arg("coulomb_smoothing"), py::arg("gyro_bias"),
-           py::arg("acc_bias"), py::arg("damped_frames") = std::vector<int>{}, py::arg("kd") = 0.0)
+           py::arg("acc_bias"), py::arg("damped_frames") = std::vector<int>{}, py::arg("kd") = 0.0,
+           py::arg("point_frames") = std::vector<int>{},
+           "point_frames: rolling feet, all foot frame ids in order (empty = off): u = [tau (nj); p_k (3) per foot], "
+           "the contact points in the foot frames (m)")
       .def("add_measurement",
            [](IntervalModel& self, const std::string& kind, int frame_id, const Mat& W, int bias_start,
-              bool quat_wxyz, bool realised) {
+              bool quat_wxyz, bool realised, int point_index) {
              MeasurementSpec s;
              s.kind = kindOf(kind);
              s.frame_id = frame_id;
@@ -161,10 +164,11 @@ PYBIND11_MODULE(_mcoe, m) {
              s.bias_start = bias_start;
              s.quat_wxyz = quat_wxyz;
              s.realised = realised;
+             s.point_index = point_index;
              self.addMeasurement(s);
            },
            py::arg("kind"), py::arg("frame_id"), py::arg("W"), py::arg("bias_start") = -1,
-           py::arg("quat_wxyz") = true, py::arg("realised") = false)
+           py::arg("quat_wxyz") = true, py::arg("realised") = false, py::arg("point_index") = -1)
       .def_readonly("noise_coupled", &IntervalModel::noise_coupled)
       .def_readonly("npi", &IntervalModel::npi)
       .def_readonly("nz", &IntervalModel::nz)

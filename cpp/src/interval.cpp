@@ -54,9 +54,9 @@ IntervalModel::IntervalModel(const PinModel& m, const std::vector<int>& contact_
                              const std::vector<int>& impulse_frames, double dt_, double mu, double accuracy,
                              int max_iter, int payload_joint, const Mat& payload_to_joint, const Vec& nominal_pi,
                              const Mat& actuator_groups, double coulomb_eps, bool gyro_bias, bool acc_bias,
-                             const std::vector<int>& damped_frames, double kd)
+                             const std::vector<int>& damped_frames, double kd, const std::vector<int>& point_frames)
     : dt(dt_), model(m), contact_frames_(contact_frames), impulse_frames_(impulse_frames),
-      damped_frames_(damped_frames), kd_(damped_frames.empty() ? 0.0 : kd), mu_(mu),
+      damped_frames_(damped_frames), point_frames_(point_frames), kd_(damped_frames.empty() ? 0.0 : kd), mu_(mu),
       accuracy_(accuracy), max_iter_(max_iter), payload_joint_(payload_joint), A_(payload_to_joint),
       nominal_pi_(nominal_pi), groups_(actuator_groups), eps_(coulomb_eps) {
   nq = model.nq;
@@ -65,7 +65,7 @@ IntervalModel::IntervalModel(const PinModel& m, const std::vector<int>& contact_
   ndx = 2 * nv;
   nb = model.joints[1].nv() == 6 ? 6 : 0;  // free-flyer root (as RobotModel builds it) or fixed base
   nj = nv - nb;
-  nu = nj;
+  nu = nj + 3 * static_cast<int>(point_frames_.size());
   nc = 3 * static_cast<int>(contact_frames_.size());
   ni = 3 * static_cast<int>(impulse_frames_.size());
   payload_on_universe_ = payload_joint_ == 0;
@@ -81,6 +81,16 @@ IntervalModel::IntervalModel(const PinModel& m, const std::vector<int>& contact_
     if (std::find(contact_frames_.begin(), contact_frames_.end(), f) == contact_frames_.end())
       throw std::invalid_argument("damped frames must be contact frames");
   if (kd_ < 0.0) throw std::invalid_argument("need kd >= 0");
+  if (!point_frames_.empty()) {
+    auto index = [&](int f) {
+      const auto it = std::find(point_frames_.begin(), point_frames_.end(), f);
+      if (it == point_frames_.end())
+        throw std::invalid_argument("contact frame " + std::to_string(f) + " is not among the rolling feet's frames");
+      return static_cast<int>(it - point_frames_.begin());
+    };
+    for (int f : contact_frames_) contact_points_.push_back(index(f));
+    for (int f : impulse_frames_) impulse_points_.push_back(index(f));
+  }
   payload_basis_.assign(10, Eigen::Matrix<double, 6, 6>::Zero());
   if (!payload_on_universe_)
     for (int j = 0; j < 10; ++j)
@@ -98,6 +108,12 @@ void IntervalModel::addMeasurement(MeasurementSpec s) {
     case MK::BaseHeight: s.nz = s.nr = 1; break;
   }
   if (s.W.rows() != s.nr || s.W.cols() != s.nr) throw std::invalid_argument("measurement W has the wrong size");
+  if (s.point_index >= 0) {
+    if (s.kind != MK::ContactVelocity) throw std::invalid_argument("only a contact velocity measures a foot's point");
+    if (s.point_index >= static_cast<int>(point_frames_.size()) || point_frames_[s.point_index] != s.frame_id)
+      throw std::invalid_argument("contact velocity of frame " + std::to_string(s.frame_id) + ": point index " +
+                                  std::to_string(s.point_index) + " is not that foot's among the rolling feet");
+  }
   if (s.bias_start >= 0 && s.bias_start + 3 > npi) throw std::invalid_argument("measurement bias outside pi");
   if (s.realised) {
     if (s.kind != MK::SpecificForce) throw std::invalid_argument("only an accelerometer measures the realised acceleration");
@@ -296,7 +312,8 @@ void jointBlockInverse(const PinModel& m, const Mat& B, Mat& out) {
 bool IntervalModel::sameDynamics(const IntervalModel& o) const {
   if (this == &o) return true;
   return contact_frames_ == o.contact_frames_ && impulse_frames_ == o.impulse_frames_ && dt == o.dt && mu_ == o.mu_ &&
-         damped_frames_ == o.damped_frames_ && kd_ == o.kd_ && accuracy_ == o.accuracy_ && max_iter_ == o.max_iter_ &&
+         damped_frames_ == o.damped_frames_ && kd_ == o.kd_ && point_frames_ == o.point_frames_ &&
+         accuracy_ == o.accuracy_ && max_iter_ == o.max_iter_ &&
          payload_joint_ == o.payload_joint_ &&
          eps_ == o.eps_ && npi == o.npi && gyro_bias_ == o.gyro_bias_ && acc_bias_ == o.acc_bias_ &&
          equal(A_, o.A_) && equal(nominal_pi_, o.nominal_pi_) && equal(groups_, o.groups_) && model == o.model;
@@ -312,6 +329,18 @@ ConstraintModels IntervalModel::constraintModels(const PinModel& m, const std::v
       out.back().m_baumgarte_parameters.Kd = kd_;
   }
   return out;
+}
+
+void IntervalModel::setContactPoints(IntervalData& d) const {
+  auto place = [&](ConstraintModels& cms, const std::vector<int>& frames, const std::vector<int>& points) {
+    for (size_t k = 0; k < cms.size(); ++k) {  // the rotation stays the frame's (constraintModels)
+      const pin::SE3& f = d.model.frames[frames[k]].placement;
+      cms[k].joint1_placement.translation().noalias() =
+          f.translation() + f.rotation() * d.u.segment<3>(nj + 3 * points[k]);
+    }
+  };
+  place(d.cmodels, contact_frames_, contact_points_);
+  place(d.cmodels_imp, impulse_frames_, impulse_points_);
 }
 
 std::unique_ptr<IntervalData> IntervalModel::createData() const { return std::make_unique<IntervalData>(*this); }
@@ -402,16 +431,18 @@ void IntervalModel::setParameters(IntervalData& d, const Vec& pi) const {
 }
 
 void IntervalModel::forward(IntervalData& d, const Vec& x, const Vec& pi, bool diff) const {
+  if (d.u.size() != nu) throw std::invalid_argument("u must have nu = " + std::to_string(nu) + " entries");
   setParameters(d, pi);
   const auto q = x.head(nq);
   const auto v = x.tail(nv);
+  if (!point_frames_.empty()) setContactPoints(d);
   if (!impulse_frames_.empty()) {
     PIN_CALL(d.vdyn = pin::impulseDynamics(d.model, d.pdata_imp, q, v, d.cmodels_imp, d.cdatas_imp, 0.0, d.settings_imp));
   } else {
     d.vdyn = v;
   }
   d.tau.head(nb).setZero();
-  d.tau.tail(nj) = d.u;
+  d.tau.tail(nj) = d.u.head(nj);
   if (n_groups_) {
     const auto vj = d.vdyn.tail(nj);
     const Vec visc = groups_ * d.p_act.head(n_groups_);
@@ -586,12 +617,21 @@ void IntervalModel::measure(IntervalData& d, const Vec& x, bool diff) const {
         const pin::Motion vel = from_dynamics ? frameVelocityFromDynamics(d.model, kin_x, s.frame_id)
                                               : pin::getFrameVelocity(d.model, kin_x, s.frame_id, pin::LOCAL);
         h = angular ? Vec(vel.angular()) : Vec(vel.linear());
+        // a rolling foot's point p (foot frame, m): its LOCAL velocity v + w x p, d/dx = dv/dx - [p]x dw/dx
+        const bool point = s.point_index >= 0;
+        const Vec3 p = point ? Vec3(d.u.segment<3>(nj + 3 * s.point_index)) : Vec3::Zero();
+        if (point) h += vel.angular().cross(p);
         if (s.bias_start >= 0) h += d.pi.segment<3>(s.bias_start);
         r.noalias() = s.W * (d.z.segment(zo, n) - h);
         if (diff) {
           sc.v_dq.setZero();  // Pinocchio fills only the columns of the frame's supporting joints
           sc.v_dv.setZero();
           PIN_CALL(pin::getFrameVelocityDerivatives(d.model, kin_x, s.frame_id, pin::LOCAL, sc.v_dq, sc.v_dv));
+          if (point) {  // rows 0:3 and 3:6 are disjoint: no aliasing
+            const Mat3 px = pin::skew(p);
+            sc.v_dq.topRows<3>().noalias() -= px * sc.v_dq.bottomRows<3>();
+            sc.v_dv.topRows<3>().noalias() -= px * sc.v_dv.bottomRows<3>();
+          }
           const int row = angular ? 3 : 0;
           // 3-row products: coefficient-wise (a dynamic-size GEMM's set-up costs more than the product)
           Rx.leftCols(nv) = -s.W.lazyProduct(sc.v_dq.middleRows(row, 3));

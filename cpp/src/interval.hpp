@@ -36,6 +36,9 @@ struct MeasurementSpec {
   // interval's velocity noise), so its residual depends on the noise: IntervalData::Rw (Python ImuSpecificForce's
   // realised); the frame must be on the floating base
   bool realised = false;
+  // ContactVelocity only: the rolling foot's point k of u (IntervalModel's point_frames[k] = frame_id), h = v_L +
+  // w_L x p_k (p_k (3,) m in the foot frame); -1: the frame origin
+  int point_index = -1;
   int nz = 0, nr = 0;
 };
 
@@ -55,10 +58,14 @@ class IntervalModel {
   // model: the robot (nominal payload body, nominal armature); contact/impulse: foot frame ids
   // damped_frames (a subset of contact_frames): contacts with the velocity gain kd (1/s), J a = -gamma - kd J v, a
   // landing over time (Python PhaseDynamicsModel's damped / kd)
+  // point_frames: rolling feet, every foot frame in order (robot.foot_frame_ids), empty = off. With them u = [tau
+  // (nj); p_0 (3); ...; p_{nf-1} (3)] (nu = nj + 3 nf), p_k (m) the contact point in foot frame k (the sphere's
+  // lowest point at the knot): every contact / impulse constraint of foot k holds that point instead of the origin
   IntervalModel(const PinModel& model, const std::vector<int>& contact_frames, const std::vector<int>& impulse_frames,
                 double dt, double mu, double accuracy, int max_iter, int payload_joint, const Mat& payload_to_joint,
                 const Vec& nominal_pi, const Mat& actuator_groups, double coulomb_eps, bool gyro_bias, bool acc_bias,
-                const std::vector<int>& damped_frames = {}, double kd = 0.0);
+                const std::vector<int>& damped_frames = {}, double kd = 0.0,
+                const std::vector<int>& point_frames = {});
   void addMeasurement(MeasurementSpec spec);
   // same robot, phase (contact and impulse frames), dynamics options and pi layout: the models differ at most in
   // their measurements, and a data of one reset to the other gives a fresh data's results (same contact set)
@@ -106,6 +113,8 @@ class IntervalModel {
   void setParameters(IntervalData& d, const Vec& pi) const;
   // point contacts at the frames; with_kd: the damped frames get the velocity gain kd_
   ConstraintModels constraintModels(const PinModel& m, const std::vector<int>& frames, bool with_kd) const;
+  // rolling feet: the constraints' joint1_placement = frame placement * SE3(I, p_k) from d.u (every calc)
+  void setContactPoints(IntervalData& d) const;
   // stance knot without impulse: the contact dynamics' derivatives (computeRNEADerivatives) leave in pdata what
   // computeForwardKinematicsDerivatives(q, v, a) would (oMi, liMi, v, a, ov, oa, J, dJ at this very (q, v, a)), so
   // the linearisation takes the payload regressor and the measurements' kinematics from it (no second pass); calc
@@ -116,6 +125,9 @@ class IntervalModel {
   PinData& kinematicsData(IntervalData& d) const;
 
   std::vector<int> contact_frames_, impulse_frames_, damped_frames_;
+  // rolling feet (constructor's point_frames): the foot frames in u's point order; each contact / impulse frame's
+  // point index in u (empty without rolling feet)
+  std::vector<int> point_frames_, contact_points_, impulse_points_;
   double kd_;
   double mu_, accuracy_;
   int max_iter_;

@@ -379,6 +379,9 @@ void Solver::allocate() {
 
 void Solver::setKnot(int k, const Vec& u, const Vec& z) {
   Knot& kn = knots_.at(k);
+  if (u.size() && u.size() != kn.model->nu)
+    throw std::invalid_argument("knot " + std::to_string(k) + ": u must have nu = " + std::to_string(kn.model->nu) +
+                                " entries");
   if (u.size()) { kn.data->u = u; kn.trial->u = u; }
   if (z.size()) { kn.data->z = z; kn.trial->z = z; }
   kn.linearized = kn.forward_ready = false;
