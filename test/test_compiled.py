@@ -643,3 +643,57 @@ def test_shift_with_per_knot_noise_matches_python():
         np.testing.assert_array_equal(np.diag(py.problem.knots[j].W), new[2])
     with pytest.raises(ValueError, match="noise information"):
         cs.shift(2, [model] * 2, model, inputs[:2], terminal_input, new)
+
+
+#: rolling feet (dynamics.rolling_feet): stance (2 and 4 feet), landing impulses (all feet; two feet landing while two
+#: measured feet stand) and a landing over time (kd 25 on two feet), each with measured stance feet
+ROLLING_PHASES = [
+    PHASES[2],
+    PHASES[4],
+    PHASES[5],
+    HEIGHT_PHASES[2],
+    ("damped", ("FL_foot", "FR_foot", "RL_foot", "RR_foot"), (), ("FR_foot",), ("FL_foot", "RR_foot")),
+]
+
+
+def _random_knot(robot, model, layout, rng) -> tuple:
+    """A random knot (x with a tilted base and random velocities, pi, tau (nj,), z)."""
+    x = standing_state(robot, rng)
+    x = model.state.integrate(x, np.concatenate([0.1 * rng.standard_normal(robot.nv), np.zeros(robot.nv)]))
+    x[robot.nq :] = 0.3 * rng.standard_normal(robot.nv)
+    return x, _pi(layout, rng), rng.standard_normal(robot.nj) * 3.0, rng.standard_normal(model.nz)
+
+
+@pytest.mark.parametrize("phase", ROLLING_PHASES, ids=[p[0] for p in ROLLING_PHASES])
+def test_rolling_feet_match_python(robot, phase):
+    """Rolling feet (u = [tau; p_k per foot], the contacts and measured contact velocities at the points p_k of the
+    foot frames, |p_k| ~ 0.02 m): C++ = Python (xnext, r, Fx, Fp, Rx, Rp of calc_diff, xnext, r of calc) to 1e-9 with
+    the actuator model and IMU biases in pi, nu = nj + 3 nf; other points give other results."""
+    _, contacts, impulse, measured, *damped = phase
+    cache, layout = _models(robot, True, True)
+    cache = IntervalModelCache(
+        robot, 2e-3, cache.measurements, foot_velocity_std=0.02, kd=25.0, rolling_feet=True, **cache.options
+    )
+    model = cache[(contacts, impulse, measured, *damped)]
+    cmodel = compiled.compiled_interval_model(model)
+    nf = len(robot.foot_names)
+    assert cmodel.nu == model.nu == robot.nj + 3 * nf
+    assert sum(getattr(m, "point_index", None) is not None for m in model.measurements) == len(measured)
+    d, cd = model.create_data(), cmodel.create_data()
+    rng = np.random.default_rng(17)
+    for _ in range(2):
+        x, pi, tau, d.z[:] = _random_knot(robot, model, layout, rng)
+        d.u[:] = np.concatenate([tau, 0.02 * rng.standard_normal(3 * nf)])
+        cd.u, cd.z = d.u, d.z
+        for diff in (True, False):
+            (model.calc_diff if diff else model.calc)(d, x, pi)
+            (cmodel.calc_diff if diff else cmodel.calc)(cd, x, pi)
+            for name in ("xnext", "r", "Fx", "Fp", "Rx", "Rp") if diff else ("xnext", "r"):
+                _close(getattr(cd, name), getattr(d, name))
+        cd.u = np.concatenate([tau, np.zeros(3 * nf)])  # the frame origins
+        cmodel.calc(cd, x, pi)
+        assert np.abs(cd.xnext - d.xnext).max() > 1e-7
+        assert not measured or np.abs(cd.r - d.r).max() > 1e-3
+    with pytest.raises(ValueError, match="nu = "):
+        cd.u = tau
+        cmodel.calc(cd, x, pi)

@@ -102,8 +102,6 @@ def unsupported(model: MultibodyIntervalModel) -> str | None:
         return "soft-contact dynamics (Python reference only)"
     if dyn.layout.leg_mass:
         return "leg mass scale (payload.leg_mass, Python reference only)"
-    if getattr(dyn, "rolling_feet", False):
-        return "rolling feet (dynamics.rolling_feet)"
     if dyn.kp != 0.0:
         return "Baumgarte position gain"
     if dyn.reference_frame != pin.ReferenceFrame.LOCAL:
@@ -162,6 +160,7 @@ class CompiledModels:
             layout.acc_bias,
             [fid[f] for f in dyn.damped] if dyn.kd != 0.0 else [],
             dyn.kd,
+            list(robot.foot_frame_ids) if dyn.rolling_feet else [],  # u's contact points, foot order
         )
         for meas in model.measurements:
             bias = getattr(meas, "bias", None)
@@ -172,10 +171,17 @@ class CompiledModels:
                 -1 if bias is None else int(bias.start),
                 getattr(meas, "quat_order", "wxyz") == "wxyz",
                 bool(getattr(meas, "realised", False)),
+                _point_index(meas),
             )
-        if cpp.npi != model.npi or cpp.nz != model.nz or cpp.nr != model.nr:
-            raise ValueError("compiled interval model disagrees with the Python model on pi / z / r sizes")
+        if cpp.npi != model.npi or cpp.nz != model.nz or cpp.nr != model.nr or cpp.nu != model.nu:
+            raise ValueError("compiled interval model disagrees with the Python model on pi / z / r / u sizes")
         return cpp
+
+
+def _point_index(meas) -> int:
+    """A contact velocity's rolling-foot point (its foot's index among u's points), -1 for the frame origin."""
+    k = getattr(meas, "point_index", None)
+    return -1 if k is None else int(k)
 
 
 def compiled_interval_model(model: MultibodyIntervalModel, models: CompiledModels | None = None):
