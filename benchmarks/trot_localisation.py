@@ -89,6 +89,9 @@ OE_ROWS = [
     ("OE landing by the impulse", {"dynamics.landing_damping": 0.0}, False),
     # the contact at the bottom of the round foot, the point it rolls on (robot.foot_contact_offset, session 19)
     ("OE contact at the foot's sole", {"robot.foot_contact_offset": list(GO1_FOOT_SOLE)}, False),
+    # the contact straight below the round foot's centre at every knot (dynamics.rolling_radius, session 22)
+    ("OE rolling feet 0.02 m (the foot's radius)", {"dynamics.rolling_radius": 0.02}, False),
+    ("OE rolling feet 0.01 m", {"dynamics.rolling_radius": 0.01}, False),
     ("OE without ground height and settled feet", {**OLD_JOINT, **NO_GROUND, **NO_SETTLE}, False),
     ("OE without ground height and settled feet, true contact flags", {**OLD_JOINT, **NO_GROUND, **NO_SETTLE}, True),
     ("OE + ground height only", {**OLD_JOINT, **NO_SETTLE}, False),

@@ -645,7 +645,7 @@ def test_shift_with_per_knot_noise_matches_python():
         cs.shift(2, [model] * 2, model, inputs[:2], terminal_input, new)
 
 
-#: rolling feet (dynamics.rolling_feet): stance (2 and 4 feet), landing impulses (all feet; two feet landing while two
+#: rolling feet (dynamics.rolling_radius): stance (2 and 4 feet), landing impulses (all feet; two feet landing while two
 #: measured feet stand) and a landing over time (kd 25 on two feet), each with measured stance feet
 ROLLING_PHASES = [
     PHASES[2],
@@ -706,7 +706,7 @@ def test_estimator_with_rolling_feet_same_estimates_with_both_backends():
     from mcoe_ros.io.params import node_config
     from mcoe_ros.testing.data import first_estimates
 
-    over = {"estimator.window": 0.06, "estimator.tick_period": 0.02, "dynamics.rolling_feet": True}
+    over = {"estimator.window": 0.06, "estimator.tick_period": 0.02, "dynamics.rolling_radius": 0.02}
     out = {}
     for backend in ("python", "compiled"):
         feed = SensorFeed(node_config({**over, "solver.backend": backend}))

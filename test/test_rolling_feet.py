@@ -1,4 +1,4 @@
-"""Rolling feet (``dynamics.rolling_feet``): each rigid contact at the round foot's lowest point, an input of the
+"""Rolling feet (``dynamics.rolling_radius``): each rigid contact at the round foot's lowest point, an input of the
 interval (u = [tau; a point per foot]): derivatives against finite differences on the manifold, the same dynamics as a
 robot whose contact frames sit at that point, the builder's points, and the estimator on the sample bag."""
 
@@ -97,7 +97,7 @@ def test_cache_measures_the_points(robot):
 
 
 def test_the_builder_puts_each_point_at_the_lowest_point_of_its_foot(robot):
-    """knot_inputs with rolling feet: u = [torques; per foot the point robot.foot_radius straight below the foot
+    """knot_inputs with rolling feet: u = [torques; per foot the point dynamics.rolling_radius straight below the foot
     frame's origin (world -z), in foot-frame coordinates], from the knot's encoders and IMU quaternion."""
     x = standing_state(robot, np.random.default_rng(5))
     q = x[: robot.nq]
@@ -109,23 +109,23 @@ def test_the_builder_puts_each_point_at_the_lowest_point_of_its_foot(robot):
     tau = np.arange(robot.nj, dtype=float)
     joint = JointSample(0.0, q[7:].copy(), np.zeros(robot.nj), tau)
     knot = GridKnot(0.0, joint, imu, (True,) * 4, np.zeros((4, 3)), settled=(True,) * 4, stance_time=(0.2,) * 4)
-    builder = Estimator(EstimatorConfig(dynamics=DynamicsConfig(rolling_feet=True))).builder
+    builder = Estimator(EstimatorConfig(dynamics=DynamicsConfig(rolling_radius=0.013))).builder
     model = builder.interval_model((True,) * 4, None, settled=(True,) * 4)
     u, _ = builder.knot_inputs(knot, model)
     assert u.shape == (robot.nj + 12,) and np.array_equal(u[: robot.nj], tau)
     for k, fid in enumerate(robot.foot_frame_ids):
         world = data.oMf[fid].rotation @ u[robot.nj + 3 * k : robot.nj + 3 * k + 3]
-        np.testing.assert_allclose(world, [0.0, 0.0, -robot.spec.foot_radius], atol=1e-12)
+        np.testing.assert_allclose(world, [0.0, 0.0, -0.013], atol=1e-12)
     plain = Estimator(EstimatorConfig()).builder
     assert plain.knot_inputs(knot, plain.interval_model((True,) * 4, None))[0].shape == (robot.nj,)
-    with pytest.raises(ConfigError, match="dynamics.rolling_feet"):
-        node_config({"dynamics.rolling_feet": True, "robot.foot_contact_offset": [-0.015, 0.0, -0.0132]})
+    with pytest.raises(ConfigError, match="dynamics.rolling_radius"):
+        node_config({"dynamics.rolling_radius": 0.02, "robot.foot_contact_offset": [-0.015, 0.0, -0.0132]})
 
 
 def test_estimator_with_rolling_feet_on_the_sample_bag():
     """The option changes the estimate (not a no-op), the estimate stays finite, and no rolling share is published."""
     over = {"estimator.window": 0.06, "estimator.tick_period": 0.02, "solver.backend": "python"}
-    feed = SensorFeed(node_config({**over, "dynamics.rolling_feet": True}))
+    feed = SensorFeed(node_config({**over, "dynamics.rolling_radius": 0.02}))
     out = first_estimates(feed, 3)
     knots = feed.estimator.solver.problem.knots
     assert all(k.model.nu == 24 for k in knots)

@@ -192,6 +192,8 @@ class ProblemBuilder:
         self.rigid_contacts = config.dynamics.rigid_contacts
         self.parameters = parameters
         layout = parameters.layout
+        #: m, the contact points' depth below the foot frames (dynamics.rolling_radius; rigid model only, 0 = off)
+        self.rolling_radius = config.dynamics.rolling_radius if config.dynamics.model == "rigid" else 0.0
         measurements = [
             JointPosition(robot, std=noise.joint_position),
             JointVelocity(robot, std=noise.joint_velocity),
@@ -203,7 +205,7 @@ class ProblemBuilder:
             foot_velocity_std=noise.foot_velocity,
             foot_height_std=noise.stance_foot_height,
             actuator=parameters.actuator,
-            **({"rolling_feet": True} if config.dynamics.rolling_feet and config.dynamics.model == "rigid" else {}),
+            **({"rolling_feet": True} if self.rolling_radius > 0.0 else {}),
             layout=layout,
             **soft_contact_options(config),
         )
@@ -402,8 +404,8 @@ class ProblemBuilder:
             return knot.joint.tau, z
         u = np.empty(model.nu)
         u[: robot.nj] = knot.joint.tau
-        for k, fid in enumerate(robot.foot_frame_ids):  # the round foot's lowest point: radius straight down
-            u[robot.nj + 3 * k : robot.nj + 3 * k + 3] = data.oMf[fid].rotation[2] * -robot.spec.foot_radius
+        for k, fid in enumerate(robot.foot_frame_ids):  # the rolling foot's contact: rolling_radius straight down
+            u[robot.nj + 3 * k : robot.nj + 3 * k + 3] = data.oMf[fid].rotation[2] * -self.rolling_radius
         return u, z
 
     def interval_noise(self, knots: Sequence[GridKnot], k: int) -> list[np.ndarray]:

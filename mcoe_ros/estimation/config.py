@@ -322,15 +322,18 @@ class DynamicsConfig:
     #: impulse at touch-down (``grid.impulse_on_touchdown``). Chosen on the realism suite (docs/realism.md session 18)
     landing_damping: float = 75.0
     landing_time: float = 0.05  #: s of stance with the landing damping (``landing_damping`` > 0 only)
-    #: rigid model: each contact at the round foot's lowest point at the knot (``robot.foot_radius`` straight down
-    #: from the foot frame, from the knot's encoders and IMU orientation, an input of the interval) instead of the foot
-    #: frame (the sphere's centre): the ground force acts there and the rolling foot's material point is held
-    #: (:mod:`mcoe_ros.multibody.dynamics`; ``robot.foot_contact_offset`` must be zero)
-    rolling_feet: bool = False
+    #: m; rigid model, > 0: each contact at the point this far straight below the foot frame at the knot (from the
+    #: knot's encoders and IMU orientation, an input of the interval), not at the foot frame (the round foot's
+    #: centre): a rolling foot's pressure centre, where the ground force acts and the material point is held
+    #: (:mod:`mcoe_ros.multibody.dynamics`). The foot's radius on a hard floor (Go1 0.02), less where the foot sinks
+    #: into a soft one (docs/localisation.md session 22); 0 = the foot frame; needs ``robot.foot_contact_offset`` 0
+    rolling_radius: float = 0.0
 
     def __post_init__(self):
         if not (0.0 <= self.landing_damping < 1e4) or not (0.0 < self.landing_time <= 10.0):
             raise ValueError("need 0 <= landing_damping < 1e4 (1/s) and 0 < landing_time <= 10 (s)")
+        if not 0.0 <= self.rolling_radius <= 0.2:
+            raise ValueError("need 0 <= rolling_radius <= 0.2 (m)")
         if self.model not in DYNAMICS_MODELS:
             raise ValueError(f"dynamics model must be one of {DYNAMICS_MODELS}, got {self.model!r}")
         if self.rigid_contacts not in RIGID_CONTACT_SETS:

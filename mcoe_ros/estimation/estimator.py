@@ -228,7 +228,7 @@ class Estimator:
         self.drift = None
         if noise.odometry_slip_time > 0.0:
             self.drift = TouchdownDrift(robot, noise.odometry_slip_time, self.builder.held, config.grid.dt)
-            if config.dynamics.rolling_feet:  # the contacts follow the feet's lowest points: no rolling error
+            if config.dynamics.rolling_radius > 0.0:  # the contacts follow the rolling feet: no rolling error
                 self.drift.foot_radius = 0.0
         #: m², added to the published base height's variance with the base height at every knot: the solve treats
         #: those rows as independent, but their errors (the flat-ground assumption, feet sinking into the ground)

@@ -512,10 +512,10 @@ _TABLE: tuple[Param, ...] = (
         "rigid model: stance time with the landing damping (dynamics.landing_damping > 0), s",
     ),
     Param(
-        "dynamics.rolling_feet",
-        "estimator.dynamics.rolling_feet",
-        "rigid model: each contact at the round foot's lowest point at the knot (robot.foot_radius below the foot"
-        " frame), not the foot frame",
+        "dynamics.rolling_radius",
+        "estimator.dynamics.rolling_radius",
+        "rigid model: each contact this far straight below the foot frame at the knot (a rolling foot's pressure"
+        " centre: its radius on a hard floor, less on a soft one), m; 0 = the foot frame",
     ),
     # solver
     Param("solver.max_iterations", "estimator.solver.max_iterations", "solver iterations per tick"),
@@ -679,6 +679,7 @@ _BOUNDS = {
     "dynamics.newton_max_iterations": (1, None, True),
     "dynamics.landing_damping": (0.0, 1e4, True),
     "dynamics.landing_time": (0.0, 10.0, False),
+    "dynamics.rolling_radius": (0.0, 0.2, True),
     "solver.max_iterations": (1, None, True),
     "solver.max_iterations_cold": (1, None, True),
     "solver.cold_iterations_per_tick": (0, None, True),
@@ -745,8 +746,8 @@ def check_config(cfg: NodeConfig) -> NodeConfig:
     grid = cfg.estimator.grid
     if len(cfg.estimator.robot.foot_contact_offset) != 3:
         raise ConfigError("parameter 'robot.foot_contact_offset' must be 3 numbers (x, y, z in the foot frame, m)")
-    if cfg.estimator.dynamics.rolling_feet and any(cfg.estimator.robot.foot_contact_offset):
-        raise ConfigError("parameter 'dynamics.rolling_feet' needs robot.foot_contact_offset [0, 0, 0]")
+    if cfg.estimator.dynamics.rolling_radius > 0.0 and any(cfg.estimator.robot.foot_contact_offset):
+        raise ConfigError("parameter 'dynamics.rolling_radius' needs robot.foot_contact_offset [0, 0, 0]")
     if grid.window < 5 * grid.dt:
         raise ConfigError(f"parameter 'estimator.window' must be at least 5 grid steps (5 x {grid.dt:g} s)")
     if not grid.dt <= grid.tick_period <= grid.window:

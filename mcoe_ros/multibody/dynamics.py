@@ -32,9 +32,10 @@ the foot's current position, whose position error is identically zero, so kp is 
 
 Rolling feet (``rolling_feet``): the contact of foot k is not the foot frame's origin but a point p_k (m, foot-frame
 coordinates) given with the input, u = [tau (nj); p_0; ...; p_{nf-1}] (nf = the robot's feet, ``robot.foot_names``
-order): the round foot's lowest point at the knot, which the problem builder computes from the knot's encoders and IMU
-(a knot input, not a function of the state, so the Jacobians are those of a point contact at a fixed point of the foot).
-The ground force acts there, and that material point is held: a rolling sphere's contact, not its centre.
+order): the round foot's contact at the knot, ``dynamics.rolling_radius`` straight below the foot frame, which the
+problem builder computes from the knot's encoders and IMU (a knot input, not a function of the state, so the Jacobians
+are those of a point contact at a fixed point of the foot). The ground force acts there, and that material point is
+held: a rolling sphere's contact, not its centre.
 
 Torques: tau = [0_6, u_tau - loss(v+)] for a floating base (tau = u_tau - loss for a fixed base); u_tau (nj,) reported
 joint torques in model joint order, loss the actuator friction of :class:`mcoe_ros.multibody.actuator.ActuatorModel`
