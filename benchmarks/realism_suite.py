@@ -13,7 +13,9 @@ selected ``real`` cases on profile P instead):
   (:data:`mcoe_ros.sim.mjcf.REALISTIC_LOSSES`: damping 1/1.5/2 N m s/rad, Coulomb 0.2 N m, rotor inertia 0.01
   kg m^2) + soft round feet (:data:`mcoe_ros.sim.mjcf.SOFT_FEET`); ``sensors`` / ``losses`` / ``feet`` = one of
   those three alone (``round-feet`` / ``soft-floor``: the two halves of ``feet``, round rolling feet on the clean
-  profile's floor / point feet on the soft floor; ``hard-floor`` = ``real`` on the clean profile's floor); ``kt`` =
+  profile's floor / point feet on the soft floor; ``hard-floor`` = ``real`` on the clean profile's floor;
+  ``grip-floor`` / ``soft-grip`` = ``hard-floor`` / ``real`` with MuJoCo's no-slip pass, no soft-friction creep of
+  held feet: an ablation of the simulator's floor, docs/localisation.md session 23); ``kt`` =
   ``real`` + torque constant +3 % and offset 0.05 N m;
   ``lighter`` / ``heavier`` = ``real`` on a robot whose link masses and inertias (trunk AND legs) are 5-10 % lower
   / higher than the URDF and whose trunk CoM is up to 1 cm off (:class:`mcoe_ros.sim.mjcf.MassMismatch`);
@@ -123,6 +125,9 @@ PROFILES: dict[str, list[str]] = {
     "soft-floor": ["--noise", "0", "--contact-solref", "0.05", "1"],
     "hard-floor": ["--realistic", "--contact-solref", "0.02", "1"],
     "real": ["--realistic"],
+    # ``hard-floor`` / ``real`` on a floor that grips (MuJoCo's no-slip pass: no soft-friction creep of held feet)
+    "grip-floor": ["--realistic", "--contact-solref", "0.02", "1", "--noslip-iterations", "20"],
+    "soft-grip": ["--realistic", "--noslip-iterations", "20"],
     "kt": ["--realistic", "--torque-scale", "1.03", "--torque-offset", "0.05"],
     "lighter": ["--realistic", *_MISMATCH, "lighter"],
     "heavier": ["--realistic", *_MISMATCH, "heavier"],

@@ -64,6 +64,8 @@ CASES = [
     rs.Case("trot", "5kg-off", "round-feet", 10.0),
     rs.Case("trot", "5kg-off", "soft-floor", 10.0),
     rs.Case("trot", "5kg-off", "hard-floor", 10.0),
+    rs.Case("trot", "5kg-off", "grip-floor", 10.0),
+    rs.Case("trot", "5kg-off", "soft-grip", 10.0),
     rs.Case("trot", "5kg-off", "sensors", 10.0),
     rs.Case("trot", "5kg-off", "losses", 10.0),
     rs.Case("walk", "5kg-off", "real", 4.0),

@@ -101,6 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="foot collision sphere radius, m (default the URDF's 0.02; ~0.001 = contact at the foot frame)",
     )
+    r.add_argument(
+        "--noslip-iterations",
+        type=int,
+        default=None,
+        help="MuJoCo no-slip solver iterations (0 = off): a floor that grips, no soft-friction creep of held feet",
+    )
     p.add_argument("--start-time", type=float, default=DEFAULT_START_TIME, help="Unix time of the first sample, s")
     p.add_argument("--out", required=True, help="output bag directory (must not exist)")
     return p
@@ -209,6 +215,7 @@ def realism_from_args(args: argparse.Namespace) -> tuple[NoiseConfig, ActuatorLo
             "foot_condim": "foot_condim",
             "contact_solref": "solref",
             "foot_radius": "foot_radius",
+            "noslip_iterations": "noslip_iterations",
         },
     )
     return noise, losses, contact

@@ -225,8 +225,11 @@ class ContactConfig:
     a larger time constant is a softer ground (MuJoCo default (0.02, 1)); ``foot_radius`` m of the foot collision
     spheres centred at the URDF's foot frames (0.0005 .. 0.05; the URDF's :data:`FOOT_RADIUS` by default; a
     near-zero radius puts the contact point at the foot frame, the estimator's point contact; below the URDF's
-    radius the calves get no collision geom, as their boxes end at the foot frame). Realistic
-    soft-foot profile: :data:`SOFT_FEET`."""
+    radius the calves get no collision geom, as their boxes end at the foot frame); ``noslip_iterations`` of
+    MuJoCo's no-slip solver (0 = off): a post-pass that removes the soft friction rows' creep, so a held foot stays
+    where it is (a floor that grips, for ablations; MuJoCo's soft friction alone lets a held foot creep at R/B per N
+    of tangential force plus a J̇v term, see docs/localisation.md session 22). Realistic soft-foot profile:
+    :data:`SOFT_FEET`."""
 
     floor_friction: float = 0.8
     torsional_friction: float = 0.005
@@ -235,8 +238,11 @@ class ContactConfig:
     solref: tuple[float, float] = (0.02, 1.0)
     solimp: tuple[float, float, float, float, float] = (0.9, 0.95, 0.001, 0.5, 2.0)
     foot_radius: float = FOOT_RADIUS
+    noslip_iterations: int = 0
 
     def __post_init__(self) -> None:
+        if not 0 <= self.noslip_iterations <= 1000:
+            raise ValueError(f"noslip iterations must be within 0 .. 1000, got {self.noslip_iterations}")
         if not 0.0005 <= self.foot_radius <= 0.05:
             raise ValueError(f"foot radius must be within 0.0005 .. 0.05 m, got {self.foot_radius}")
         if not 0.0 < self.floor_friction <= 3.0:
@@ -328,6 +334,7 @@ def build_spec(robot: RobotModel, cfg: SimConfig) -> mujoco.MjSpec:
     spec.option.timestep = cfg.timestep
     spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
     spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
+    spec.option.noslip_iterations = cfg.contact.noslip_iterations
     spec.worldbody.add_geom(
         name="floor",
         type=mujoco.mjtGeom.mjGEOM_PLANE,

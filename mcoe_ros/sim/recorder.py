@@ -264,6 +264,7 @@ def record(
             "solref": list(episode.sim.cfg.contact.solref),
             "solimp": list(episode.sim.cfg.contact.solimp),
             "foot_radius": episode.sim.cfg.contact.foot_radius,
+            "noslip_iterations": episode.sim.cfg.contact.noslip_iterations,
         },
         "seed": cfg.seed,
         "rates_hz": {"sensors": cfg.rate, "control": cfg.control_rate, "physics": 1.0 / cfg.timestep},
