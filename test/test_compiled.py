@@ -664,15 +664,24 @@ def _random_knot(robot, model, layout, rng) -> tuple:
     return x, _pi(layout, rng), rng.standard_normal(robot.nj) * 3.0, rng.standard_normal(model.nz)
 
 
+@pytest.mark.parametrize("rolling_contacts", [True, False], ids=["contacts", "measured-only"])
 @pytest.mark.parametrize("phase", ROLLING_PHASES, ids=[p[0] for p in ROLLING_PHASES])
-def test_rolling_feet_match_python(robot, phase):
-    """Rolling feet (u = [tau; p_k per foot], the contacts and measured contact velocities at the points p_k of the
-    foot frames, |p_k| ~ 0.02 m): C++ = Python (xnext, r, Fx, Fp, Rx, Rp of calc_diff, xnext, r of calc) to 1e-9 with
-    the actuator model and IMU biases in pi, nu = nj + 3 nf; other points give other results."""
+def test_rolling_feet_match_python(robot, phase, rolling_contacts):
+    """Rolling feet (u = [tau; p_k per foot], the measured contact velocities and, with rolling contacts, the contacts
+    at the points p_k of the foot frames, |p_k| ~ 0.02 m): C++ = Python (xnext, r, Fx, Fp, Rx, Rp of calc_diff, xnext,
+    r of calc) to 1e-9 with the actuator model and IMU biases in pi, nu = nj + 3 nf; other points give other results
+    (the next state only with rolling contacts)."""
     _, contacts, impulse, measured, *damped = phase
     cache, layout = _models(robot, True, True)
     cache = IntervalModelCache(
-        robot, 2e-3, cache.measurements, foot_velocity_std=0.02, kd=25.0, rolling_feet=True, **cache.options
+        robot,
+        2e-3,
+        cache.measurements,
+        foot_velocity_std=0.02,
+        kd=25.0,
+        rolling_feet=True,
+        rolling_contacts=rolling_contacts,
+        **cache.options,
     )
     model = cache[(contacts, impulse, measured, *damped)]
     cmodel = compiled.compiled_interval_model(model)
@@ -692,14 +701,15 @@ def test_rolling_feet_match_python(robot, phase):
                 _close(getattr(cd, name), getattr(d, name))
         cd.u = np.concatenate([tau, np.zeros(3 * nf)])  # the frame origins
         cmodel.calc(cd, x, pi)
-        assert np.abs(cd.xnext - d.xnext).max() > 1e-7
+        assert (np.abs(cd.xnext - d.xnext).max() > 1e-7) == rolling_contacts
         assert not measured or np.abs(cd.r - d.r).max() > 1e-3
     with pytest.raises(ValueError, match="nu = "):
         cd.u = tau
         cmodel.calc(cd, x, pi)
 
 
-def test_estimator_with_rolling_feet_same_estimates_with_both_backends():
+@pytest.mark.parametrize("rolling_contacts", [False, True])
+def test_estimator_with_rolling_feet_same_estimates_with_both_backends(rolling_contacts):
     """The estimator with rolling feet on the sample bag (a short window: cold start and shifts, u with the feet's
     points from the builder): the compiled solver runs it and gives the Python reference's estimates."""
     from mcoe_ros.io.feed import SensorFeed
@@ -707,6 +717,7 @@ def test_estimator_with_rolling_feet_same_estimates_with_both_backends():
     from mcoe_ros.testing.data import first_estimates
 
     over = {"estimator.window": 0.06, "estimator.tick_period": 0.02, "dynamics.rolling_radius": 0.02}
+    over["dynamics.rolling_contacts"] = rolling_contacts
     out = {}
     for backend in ("python", "compiled"):
         feed = SensorFeed(node_config({**over, "solver.backend": backend}))

@@ -1,6 +1,8 @@
-"""Rolling feet (``dynamics.rolling_radius``): each rigid contact at the round foot's lowest point, an input of the
-interval (u = [tau; a point per foot]): derivatives against finite differences on the manifold, the same dynamics as a
-robot whose contact frames sit at that point, the builder's points, and the estimator on the sample bag."""
+"""Rolling feet (``dynamics.rolling_radius``): the round foot's lowest point, an input of the interval (u = [tau; a
+point per foot]), measured by the stance-foot velocity pseudo-measurement and, with ``dynamics.rolling_contacts``, held
+by the rigid contacts: derivatives against finite differences on the manifold, the same dynamics as a robot whose
+contact frames sit at that point (or as the plain model, without rolling contacts), the builder's points, and the
+estimator on the sample bag."""
 
 from __future__ import annotations
 
@@ -42,16 +44,27 @@ def _points(rng: np.random.Generator, n: int) -> np.ndarray:
     return 0.02 * p / np.linalg.norm(p, axis=1, keepdims=True)
 
 
+@pytest.mark.parametrize("rolling_contacts", [True, False])
 @pytest.mark.parametrize("contacts, impulse, damped", [(FEET[:2], (), ()), (FEET, (), FEET[1:3]), (FEET, FEET[2:], ())])
-def test_rolling_feet_fd(robot, contacts, impulse, damped):
+def test_rolling_feet_fd(robot, contacts, impulse, damped, rolling_contacts):
     """Fx, Fp and the point velocity's Rx against central differences (the points are inputs: fixed)."""
-    rng = np.random.default_rng(900 + len(contacts) + 10 * len(impulse) + 100 * len(damped))
+    rng = np.random.default_rng(900 + len(contacts) + 10 * len(impulse) + 100 * len(damped) + rolling_contacts)
     act = ActuatorModel(robot)
     layout = ParameterLayout(n_actuator=act.n_params)
     meas = [JointPosition(robot, std=0.01), ImuSpecificForce(robot, std=0.1)]
     meas += [ContactVelocity(robot, robot.foot_frame_ids[k], 0.01, point_index=k) for k in (0, 3)]
     model = MultibodyIntervalModel(
-        robot, contacts, 0.01, meas, impulse, actuator=act, layout=layout, rolling_feet=True, kd=40.0, damped=damped
+        robot,
+        contacts,
+        0.01,
+        meas,
+        impulse,
+        actuator=act,
+        layout=layout,
+        rolling_feet=True,
+        rolling_contacts=rolling_contacts,
+        kd=40.0,
+        damped=damped,
     )
     assert model.nu == robot.nj + 12
     pi = np.r_[PI, 0.8, 1.2, 1.5, 0.15, 0.2, 0.25, 0.008, 0.01, 0.012]
@@ -61,7 +74,8 @@ def test_rolling_feet_fd(robot, contacts, impulse, damped):
             x = random_state(robot, rng)
             x[robot.nq + 6 :] *= 0.05
             u = np.r_[rng.normal(size=robot.nj), _points(rng, 4).ravel()]
-            check_interval_fd(model, x, u, random_z(model, rng), f"rolling {len(contacts)}/{len(impulse)}")
+            name = f"rolling {len(contacts)}/{len(impulse)}{'' if rolling_contacts else ' points measured only'}"
+            check_interval_fd(model, x, u, random_z(model, rng), name)
     finally:
         tm.PI_CHECK = PI
 
@@ -86,6 +100,38 @@ def test_fixed_points_equal_offset_contact_frames(robot, contacts, impulse):
         out.append((data.xnext.copy(), data.Fx.copy(), data.Fp.copy(), data.r.copy(), data.Rx.copy()))
     for a, b in zip(*out, strict=True):
         np.testing.assert_allclose(a, b, atol=1e-9, rtol=1e-9)
+
+
+@pytest.mark.parametrize("contacts, impulse", [(FEET[:3], ()), (FEET, FEET[:2])])
+def test_points_measured_only_keep_the_contacts_at_the_frames(robot, contacts, impulse):
+    """Without rolling contacts the dynamics are the plain model's (contacts at the foot frames, the same next state,
+    Jacobians and forces), and the contact velocity is the point's, v + ω × p in the foot frame."""
+    rng = np.random.default_rng(12)
+    x = random_state(robot, rng)
+    tau = rng.normal(size=robot.nj)
+    points = _points(rng, 4)
+    fid = robot.foot_frame_ids[1]
+    out = []
+    for rolling in (True, False):
+        meas = [ContactVelocity(robot, fid, 0.01, point_index=1 if rolling else None)]
+        model = MultibodyIntervalModel(
+            robot, contacts, 0.005, meas, impulse, rolling_feet=rolling, rolling_contacts=False
+        )
+        data = model.create_data()
+        data.u[:] = np.r_[tau, points.ravel()] if rolling else tau
+        data.z[:] = 0.0
+        model.calc_diff(data, x, PI)
+        out.append((data.xnext.copy(), data.Fx.copy(), data.Fp.copy(), data.r.copy()))
+    for a, b in zip(out[0][:3], out[1][:3], strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-12, rtol=1e-12)
+    data = robot.model.createData()
+    q, v = x[: robot.nq], x[robot.nq :]
+    pin.forwardKinematics(robot.model, data, q, v)
+    vel = pin.getFrameVelocity(robot.model, data, fid, pin.LOCAL)
+    expected = vel.linear + np.cross(vel.angular, points[1])
+    w = np.sqrt(1.0 / 0.01**2)
+    np.testing.assert_allclose(out[0][3] / -w, expected, atol=1e-9)
+    np.testing.assert_allclose(out[1][3] / -w, vel.linear, atol=1e-9)
 
 
 def test_cache_measures_the_points(robot):
@@ -122,13 +168,17 @@ def test_the_builder_puts_each_point_at_the_lowest_point_of_its_foot(robot):
         node_config({"dynamics.rolling_radius": 0.02, "robot.foot_contact_offset": [-0.015, 0.0, -0.0132]})
 
 
-def test_estimator_with_rolling_feet_on_the_sample_bag():
+@pytest.mark.parametrize("rolling_contacts", [False, True])
+def test_estimator_with_rolling_feet_on_the_sample_bag(rolling_contacts):
     """The option changes the estimate (not a no-op), the estimate stays finite, and no rolling share is published."""
     over = {"estimator.window": 0.06, "estimator.tick_period": 0.02, "solver.backend": "python"}
-    feed = SensorFeed(node_config({**over, "dynamics.rolling_radius": 0.02}))
+    feed = SensorFeed(
+        node_config({**over, "dynamics.rolling_radius": 0.02, "dynamics.rolling_contacts": rolling_contacts})
+    )
     out = first_estimates(feed, 3)
     knots = feed.estimator.solver.problem.knots
     assert all(k.model.nu == 24 for k in knots)
+    assert all(k.model.dynamics.rolling_contacts == rolling_contacts for k in knots)
     assert all(e.is_finite() for e in out)
     assert feed.estimator.drift.foot_radius == 0.0
     plain = first_estimates(SensorFeed(node_config(over)), 3)

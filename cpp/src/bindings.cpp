@@ -142,18 +142,20 @@ PYBIND11_MODULE(_mcoe, m) {
       .def(py::init([](const Robot& robot, const std::vector<int>& contacts, const std::vector<int>& impulse,
                        double dt, double mu, double accuracy, int max_iter, int payload_joint, const Mat& A,
                        const Vec& nominal_pi, const Mat& groups, double eps, bool gyro_bias, bool acc_bias,
-                       const std::vector<int>& damped, double kd, const std::vector<int>& points) {
+                       const std::vector<int>& damped, double kd, const std::vector<int>& points,
+                       bool rolling_contacts) {
              return std::make_shared<IntervalModel>(robot.model, contacts, impulse, dt, mu, accuracy, max_iter,
                                                     payload_joint, A, nominal_pi, groups, eps, gyro_bias, acc_bias,
-                                                    damped, kd, points);
+                                                    damped, kd, points, rolling_contacts);
            }),
            py::arg("robot"), py::arg("contact_frames"), py::arg("impulse_frames"), py::arg("dt"), py::arg("mu"),
            py::arg("accuracy"), py::arg("max_iter"), py::arg("payload_joint"), py::arg("payload_to_joint"),
            py::arg("nominal_pi"), py::arg("actuator_groups"), py::arg("coulomb_smoothing"), py::arg("gyro_bias"),
            py::arg("acc_bias"), py::arg("damped_frames") = std::vector<int>{}, py::arg("kd") = 0.0,
-           py::arg("point_frames") = std::vector<int>{},
+           py::arg("point_frames") = std::vector<int>{}, py::arg("rolling_contacts") = true,
            "point_frames: rolling feet, all foot frame ids in order (empty = off): u = [tau (nj); p_k (3) per foot], "
-           "the contact points in the foot frames (m)")
+           "the contact points in the foot frames (m); rolling_contacts: the contacts at those points (false: at the "
+           "foot frames, the points serve the contact velocity measurements only)")
       .def("add_measurement",
            [](IntervalModel& self, const std::string& kind, int frame_id, const Mat& W, int bias_start,
               bool quat_wxyz, bool realised, int point_index) {

@@ -54,9 +54,11 @@ IntervalModel::IntervalModel(const PinModel& m, const std::vector<int>& contact_
                              const std::vector<int>& impulse_frames, double dt_, double mu, double accuracy,
                              int max_iter, int payload_joint, const Mat& payload_to_joint, const Vec& nominal_pi,
                              const Mat& actuator_groups, double coulomb_eps, bool gyro_bias, bool acc_bias,
-                             const std::vector<int>& damped_frames, double kd, const std::vector<int>& point_frames)
+                             const std::vector<int>& damped_frames, double kd, const std::vector<int>& point_frames,
+                             bool rolling_contacts)
     : dt(dt_), model(m), contact_frames_(contact_frames), impulse_frames_(impulse_frames),
-      damped_frames_(damped_frames), point_frames_(point_frames), kd_(damped_frames.empty() ? 0.0 : kd), mu_(mu),
+      damped_frames_(damped_frames), point_frames_(point_frames),
+      rolling_contacts_(!point_frames.empty() && rolling_contacts), kd_(damped_frames.empty() ? 0.0 : kd), mu_(mu),
       accuracy_(accuracy), max_iter_(max_iter), payload_joint_(payload_joint), A_(payload_to_joint),
       nominal_pi_(nominal_pi), groups_(actuator_groups), eps_(coulomb_eps) {
   nq = model.nq;
@@ -313,6 +315,7 @@ bool IntervalModel::sameDynamics(const IntervalModel& o) const {
   if (this == &o) return true;
   return contact_frames_ == o.contact_frames_ && impulse_frames_ == o.impulse_frames_ && dt == o.dt && mu_ == o.mu_ &&
          damped_frames_ == o.damped_frames_ && kd_ == o.kd_ && point_frames_ == o.point_frames_ &&
+         rolling_contacts_ == o.rolling_contacts_ &&
          accuracy_ == o.accuracy_ && max_iter_ == o.max_iter_ &&
          payload_joint_ == o.payload_joint_ &&
          eps_ == o.eps_ && npi == o.npi && gyro_bias_ == o.gyro_bias_ && acc_bias_ == o.acc_bias_ &&
@@ -435,7 +438,7 @@ void IntervalModel::forward(IntervalData& d, const Vec& x, const Vec& pi, bool d
   setParameters(d, pi);
   const auto q = x.head(nq);
   const auto v = x.tail(nv);
-  if (!point_frames_.empty()) setContactPoints(d);
+  if (rolling_contacts_) setContactPoints(d);
   if (!impulse_frames_.empty()) {
     PIN_CALL(d.vdyn = pin::impulseDynamics(d.model, d.pdata_imp, q, v, d.cmodels_imp, d.cdatas_imp, 0.0, d.settings_imp));
   } else {

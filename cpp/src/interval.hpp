@@ -61,11 +61,12 @@ class IntervalModel {
   // point_frames: rolling feet, every foot frame in order (robot.foot_frame_ids), empty = off. With them u = [tau
   // (nj); p_0 (3); ...; p_{nf-1} (3)] (nu = nj + 3 nf), p_k (m) the contact point in foot frame k (the sphere's
   // lowest point at the knot): every contact / impulse constraint of foot k holds that point instead of the origin
+  // (rolling_contacts; false: the constraints stay at the frames and the points serve the contact velocities only)
   IntervalModel(const PinModel& model, const std::vector<int>& contact_frames, const std::vector<int>& impulse_frames,
                 double dt, double mu, double accuracy, int max_iter, int payload_joint, const Mat& payload_to_joint,
                 const Vec& nominal_pi, const Mat& actuator_groups, double coulomb_eps, bool gyro_bias, bool acc_bias,
                 const std::vector<int>& damped_frames = {}, double kd = 0.0,
-                const std::vector<int>& point_frames = {});
+                const std::vector<int>& point_frames = {}, bool rolling_contacts = true);
   void addMeasurement(MeasurementSpec spec);
   // same robot, phase (contact and impulse frames), dynamics options and pi layout: the models differ at most in
   // their measurements, and a data of one reset to the other gives a fresh data's results (same contact set)
@@ -128,6 +129,8 @@ class IntervalModel {
   // rolling feet (constructor's point_frames): the foot frames in u's point order; each contact / impulse frame's
   // point index in u (empty without rolling feet)
   std::vector<int> point_frames_, contact_points_, impulse_points_;
+  // the contacts at u's points (false: at the foot frames; the points serve the contact velocities only)
+  bool rolling_contacts_ = true;
   double kd_;
   double mu_, accuracy_;
   int max_iter_;

@@ -205,7 +205,11 @@ class ProblemBuilder:
             foot_velocity_std=noise.foot_velocity,
             foot_height_std=noise.stance_foot_height,
             actuator=parameters.actuator,
-            **({"rolling_feet": True} if self.rolling_radius > 0.0 else {}),
+            **(
+                {"rolling_feet": True, "rolling_contacts": config.dynamics.rolling_contacts}
+                if self.rolling_radius > 0.0
+                else {}
+            ),
             layout=layout,
             **soft_contact_options(config),
         )

@@ -322,12 +322,16 @@ class DynamicsConfig:
     #: impulse at touch-down (``grid.impulse_on_touchdown``). Chosen on the realism suite (docs/realism.md session 18)
     landing_damping: float = 75.0
     landing_time: float = 0.05  #: s of stance with the landing damping (``landing_damping`` > 0 only)
-    #: m; rigid model, > 0: each contact at the point this far straight below the foot frame at the knot (from the
-    #: knot's encoders and IMU orientation, an input of the interval), not at the foot frame (the round foot's
-    #: centre): a rolling foot's pressure centre, where the ground force acts and the material point is held
-    #: (:mod:`mcoe_ros.multibody.dynamics`). The foot's radius on a hard floor (Go1 0.02), less where the foot sinks
-    #: into a soft one (docs/localisation.md session 22); 0 = the foot frame; needs ``robot.foot_contact_offset`` 0
+    #: m; rigid model, > 0: a round foot's contact point, this far straight below the foot frame at the knot (from
+    #: the knot's encoders and IMU orientation, an input of the interval): the stance-foot velocity pseudo-measurement
+    #: measures that point's velocity, not the foot frame's (a foot rolling without slip). The foot's radius on a hard
+    #: floor (Go1 0.02), less where the foot sinks into a soft one (docs/localisation.md sessions 22, 23); 0 = the
+    #: foot frame; needs ``robot.foot_contact_offset`` 0
     rolling_radius: float = 0.0
+    #: with ``rolling_radius`` > 0: the rigid contacts (stance and landing) at the rolling point too, where the ground
+    #: force then acts and the dynamics hold the material point (:mod:`mcoe_ros.multibody.dynamics`); False: the
+    #: contacts at the foot frames (the payload's CoM measured better so, docs/localisation.md session 23)
+    rolling_contacts: bool = False
 
     def __post_init__(self):
         if not (0.0 <= self.landing_damping < 1e4) or not (0.0 < self.landing_time <= 10.0):

@@ -514,8 +514,15 @@ _TABLE: tuple[Param, ...] = (
     Param(
         "dynamics.rolling_radius",
         "estimator.dynamics.rolling_radius",
-        "rigid model: each contact this far straight below the foot frame at the knot (a rolling foot's pressure"
-        " centre: its radius on a hard floor, less on a soft one), m; 0 = the foot frame",
+        "rigid model: a round foot's contact point this far straight below the foot frame at the knot, whose velocity"
+        " the stance-foot velocity pseudo-measurement holds at zero (a foot rolling without slip; its radius on a hard"
+        " floor, less on a soft one), m; 0 = the foot frame",
+    ),
+    Param(
+        "dynamics.rolling_contacts",
+        "estimator.dynamics.rolling_contacts",
+        "rigid model, dynamics.rolling_radius > 0: the contacts at that point too (the ground force acts there and the"
+        " dynamics hold it); false = the contacts at the foot frames",
     ),
     # solver
     Param("solver.max_iterations", "estimator.solver.max_iterations", "solver iterations per tick"),

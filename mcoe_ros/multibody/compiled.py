@@ -161,6 +161,7 @@ class CompiledModels:
             [fid[f] for f in dyn.damped] if dyn.kd != 0.0 else [],
             dyn.kd,
             list(robot.foot_frame_ids) if dyn.rolling_feet else [],  # u's contact points, foot order
+            dyn.rolling_contacts,
         )
         for meas in model.measurements:
             bias = getattr(meas, "bias", None)

@@ -34,8 +34,10 @@ Rolling feet (``rolling_feet``): the contact of foot k is not the foot frame's o
 coordinates) given with the input, u = [tau (nj); p_0; ...; p_{nf-1}] (nf = the robot's feet, ``robot.foot_names``
 order): the round foot's contact at the knot, ``dynamics.rolling_radius`` straight below the foot frame, which the
 problem builder computes from the knot's encoders and IMU (a knot input, not a function of the state, so the Jacobians
-are those of a point contact at a fixed point of the foot). The ground force acts there, and that material point is
-held: a rolling sphere's contact, not its centre.
+are those of a point contact at a fixed point of the foot). With ``rolling_contacts`` (default) the ground force acts
+there, and that material point is held: a rolling sphere's contact, not its centre. Without, the contacts stay at the
+foot frames and the points only serve the measurements that read them (the stance foot's velocity at its rolling
+point, :class:`~mcoe_ros.multibody.measurements.ContactVelocity`).
 
 Torques: tau = [0_6, u_tau - loss(v+)] for a floating base (tau = u_tau - loss for a fixed base); u_tau (nj,) reported
 joint torques in model joint order, loss the actuator friction of :class:`mcoe_ros.multibody.actuator.ActuatorModel`
@@ -121,6 +123,7 @@ class PhaseDynamicsModel:
         layout: ParameterLayout | None = None,
         damped: Sequence[str] | None = None,
         rolling_feet: bool = False,
+        rolling_contacts: bool = True,
     ):
         layout = layout or ParameterLayout(n_actuator=actuator.n_params if actuator else 0)
         if (actuator.n_params if actuator else 0) != layout.n_actuator:
@@ -148,6 +151,8 @@ class PhaseDynamicsModel:
         self.nq, self.nv, self.nj = model.nq, model.nv, robot.nj
         #: contact points p_k from the input (rolling feet): u = [tau (nj); p (3 per foot)], else u = tau
         self.rolling_feet = bool(rolling_feet)
+        #: the rigid contacts at the points p_k (False: at the foot frames; the points are the measurements')
+        self.rolling_contacts = self.rolling_feet and bool(rolling_contacts)
         self.nu = self.nj + (3 * len(robot.foot_names) if self.rolling_feet else 0)
         foot_index = {name: i for i, name in enumerate(robot.foot_names)}
         self.contact_feet = [foot_index[name] for name in self.contacts]  #: each contact's foot index
@@ -279,6 +284,8 @@ class PhaseDynamicsModel:
     def _set_points(self, data: PhaseDynamicsData, u: np.ndarray) -> None:
         """Rolling feet: each constraint at its foot's point p_k = u[nj + 3k : nj + 3k + 3] of the foot frame."""
         data.points[:] = u[self.nj :].reshape(-1, 3)
+        if not self.rolling_contacts:
+            return
         for cms, feet in ((data.cmodels, self.contact_feet), (data.cmodels_imp, self.impulse_feet)):
             for cm, k in zip(cms, feet, strict=True):
                 frame = data.model.frames[self.robot.foot_frame_ids[k]]
