@@ -79,6 +79,7 @@ NO_IMPULSE = "estimator.impulse_on_touchdown"
 #: the joint velocities' process noise before it had its own parameter (the common noise.process_velocity)
 OLD_JOINT = {"noise.process_joint_velocity": 0.0}
 SETTLED = {"dynamics.rigid_contacts": "settled"}
+ROLLING_CONTACTS = "dynamics.rolling_contacts"
 
 #: OE rows: (name, parameter overrides, inject the simulator's contact flags)
 OE_ROWS = [
@@ -90,10 +91,22 @@ OE_ROWS = [
     ("OE landing damped 100 1/s for 50 ms", {"dynamics.landing_damping": 100.0, "dynamics.landing_time": 0.05}, False),
     ("OE landing by the impulse", {"dynamics.landing_damping": 0.0}, False),
     # the contact at the bottom of the round foot, the point it rolls on (robot.foot_contact_offset, session 19)
-    ("OE contact at the foot's sole", {"robot.foot_contact_offset": list(GO1_FOOT_SOLE)}, False),
-    # the contact straight below the round foot's centre at every knot (dynamics.rolling_radius, session 22)
-    ("OE rolling feet 0.02 m (the foot's radius)", {"dynamics.rolling_radius": 0.02}, False),
-    ("OE rolling feet 0.01 m", {"dynamics.rolling_radius": 0.01}, False),
+    (
+        "OE contact at the foot's sole",
+        {"robot.foot_contact_offset": list(GO1_FOOT_SOLE), "dynamics.rolling_radius": 0.0},
+        False,
+    ),
+    # the round foot's point straight below its centre at every knot (dynamics.rolling_radius): held by the contacts
+    # (session 22) or measured by the stance-foot velocity alone (session 23; 0.015 m the default)
+    ("OE without rolling feet (before session 23)", {"dynamics.rolling_radius": 0.0}, False),
+    (
+        "OE rolling contacts 0.02 m (the foot's radius)",
+        {"dynamics.rolling_radius": 0.02, ROLLING_CONTACTS: True},
+        False,
+    ),
+    ("OE rolling contacts 0.01 m", {"dynamics.rolling_radius": 0.01, ROLLING_CONTACTS: True}, False),
+    ("OE rolling point measured 0.01 m", {"dynamics.rolling_radius": 0.01}, False),
+    ("OE rolling point measured 0.02 m", {"dynamics.rolling_radius": 0.02}, False),
     ("OE without ground height and settled feet", {**OLD_JOINT, **NO_GROUND, **NO_SETTLE}, False),
     ("OE without ground height and settled feet, true contact flags", {**OLD_JOINT, **NO_GROUND, **NO_SETTLE}, True),
     ("OE + ground height only", {**OLD_JOINT, **NO_SETTLE}, False),

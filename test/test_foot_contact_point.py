@@ -52,7 +52,10 @@ def test_a_bad_offset_is_an_error(bad):
 
 
 def test_config_bounds_name_the_parameter():
-    assert tuple(node_config({"robot.foot_contact_offset": list(SOLE)}).estimator.robot.foot_contact_offset) == SOLE
+    sole = node_config({"robot.foot_contact_offset": list(SOLE), "dynamics.rolling_radius": 0.0})
+    assert tuple(sole.estimator.robot.foot_contact_offset) == SOLE
+    with pytest.raises(ConfigError, match="dynamics.rolling_radius"):  # the default rolls the feet
+        node_config({"robot.foot_contact_offset": list(SOLE)})
     for bad in ([0.0, 0.0, -0.5], [0.0, -0.01]):
         with pytest.raises(ConfigError, match="robot.foot_contact_offset"):
             node_config({"robot.foot_contact_offset": bad})

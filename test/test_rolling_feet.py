@@ -162,7 +162,7 @@ def test_the_builder_puts_each_point_at_the_lowest_point_of_its_foot(robot):
     for k, fid in enumerate(robot.foot_frame_ids):
         world = data.oMf[fid].rotation @ u[robot.nj + 3 * k : robot.nj + 3 * k + 3]
         np.testing.assert_allclose(world, [0.0, 0.0, -0.013], atol=1e-12)
-    plain = Estimator(EstimatorConfig()).builder
+    plain = Estimator(EstimatorConfig(dynamics=DynamicsConfig(rolling_radius=0.0))).builder
     assert plain.knot_inputs(knot, plain.interval_model((True,) * 4, None))[0].shape == (robot.nj,)
     with pytest.raises(ConfigError, match="dynamics.rolling_radius"):
         node_config({"dynamics.rolling_radius": 0.02, "robot.foot_contact_offset": [-0.015, 0.0, -0.0132]})
@@ -181,5 +181,5 @@ def test_estimator_with_rolling_feet_on_the_sample_bag(rolling_contacts):
     assert all(k.model.dynamics.rolling_contacts == rolling_contacts for k in knots)
     assert all(e.is_finite() for e in out)
     assert feed.estimator.drift.foot_radius == 0.0
-    plain = first_estimates(SensorFeed(node_config(over)), 3)
+    plain = first_estimates(SensorFeed(node_config({**over, "dynamics.rolling_radius": 0.0})), 3)
     assert np.abs(plain[-1].payload_pi - out[-1].payload_pi).max() > 1e-6

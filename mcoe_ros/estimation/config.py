@@ -326,8 +326,9 @@ class DynamicsConfig:
     #: the knot's encoders and IMU orientation, an input of the interval): the stance-foot velocity pseudo-measurement
     #: measures that point's velocity, not the foot frame's (a foot rolling without slip). The foot's radius on a hard
     #: floor (Go1 0.02), less where the foot sinks into a soft one (docs/localisation.md sessions 22, 23); 0 = the
-    #: foot frame; needs ``robot.foot_contact_offset`` 0
-    rolling_radius: float = 0.0
+    #: foot frame; needs ``robot.foot_contact_offset`` 0. Default 0.015: between the suite's soft (~0.012) and hard
+    #: (~0.018) floors' contact depths, chosen on the realism suite (docs/localisation.md session 23)
+    rolling_radius: float = 0.015
     #: with ``rolling_radius`` > 0: the rigid contacts (stance and landing) at the rolling point too, where the ground
     #: force then acts and the dynamics hold the material point (:mod:`mcoe_ros.multibody.dynamics`); False: the
     #: contacts at the foot frames (the payload's CoM measured better so, docs/localisation.md session 23)
