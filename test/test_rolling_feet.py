@@ -180,6 +180,14 @@ def test_estimator_with_rolling_feet_on_the_sample_bag(rolling_contacts):
     assert all(k.model.nu == 24 for k in knots)
     assert all(k.model.dynamics.rolling_contacts == rolling_contacts for k in knots)
     assert all(e.is_finite() for e in out)
-    assert feed.estimator.drift.foot_radius == 0.0
+    assert feed.estimator.drift.foot_radius == 0.0  # the full radius: no rolling share left
     plain = first_estimates(SensorFeed(node_config({**over, "dynamics.rolling_radius": 0.0})), 3)
     assert np.abs(plain[-1].payload_pi - out[-1].payload_pi).max() > 1e-6
+
+
+def test_the_published_rolling_share_covers_the_radius_below_the_measured_point():
+    """The pose covariance's rolling share (mcoe_ros/estimation/drift.py) takes the part of the sphere's radius the
+    stance-foot velocity does not measure: the whole radius without rolling feet, none at the full radius."""
+    for radius, left in ((0.0, 0.02), (0.015, 0.005), (0.02, 0.0)):
+        estimator = Estimator(EstimatorConfig(dynamics=DynamicsConfig(rolling_radius=radius)))
+        assert estimator.drift.foot_radius == pytest.approx(left)

@@ -23,7 +23,9 @@ place): the landing foot slides and rolls while the rigid contact holds it (docs
   r √(mean_f ‖φ_f‖²) per axis is added uncorrelated to x, y. It is bounded (it returns when the leg does) and matters
   where nothing lands: a sway moves the body over its feet by a few centimetres, and the consider term of the IMU
   biases alone would correlate x with pitch (y with roll) at ±0.94, leaving the direction across that correlation
-  at the sub-millimetre Gauss–Newton share.
+  at the sub-millimetre Gauss–Newton share. With ``dynamics.rolling_radius`` r' the stance-foot velocity measures the
+  point r' below the centre, so the estimator sets the share's radius to r − r' (the rolling of the rest of the
+  sphere; 0 at the full radius).
 
 A touch-down's s_i follows the window's latest estimate while its knot is in the window and is frozen when the knot
 is dropped. No touch-down is counted at or right after a contact detector's (re)start knot (its flags are the

@@ -228,8 +228,9 @@ class Estimator:
         self.drift = None
         if noise.odometry_slip_time > 0.0:
             self.drift = TouchdownDrift(robot, noise.odometry_slip_time, self.builder.held, config.grid.dt)
-            if config.dynamics.rolling_radius > 0.0:  # the contacts follow the rolling feet: no rolling error
-                self.drift.foot_radius = 0.0
+            # the stance-foot velocity measures the rolling point (dynamics.rolling_radius): the rolling left out is
+            # that of the sphere's radius below it (0 at the full radius; docs/localisation.md session 23)
+            self.drift.foot_radius = max(robot.spec.foot_radius - config.dynamics.rolling_radius, 0.0)
         #: m², added to the published base height's variance with the base height at every knot: the solve treats
         #: those rows as independent, but their errors (the flat-ground assumption, feet sinking into the ground)
         #: are common to the window's knots, so the published height is no better than one row
