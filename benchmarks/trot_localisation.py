@@ -80,6 +80,7 @@ NO_IMPULSE = "estimator.impulse_on_touchdown"
 OLD_JOINT = {"noise.process_joint_velocity": 0.0}
 SETTLED = {"dynamics.rigid_contacts": "settled"}
 ROLLING_CONTACTS = "dynamics.rolling_contacts"
+HARD_FLOOR = {ROLLING_CONTACTS: True, "dynamics.landing_damping": 105.0}
 
 #: OE rows: (name, parameter overrides, inject the simulator's contact flags)
 OE_ROWS = [
@@ -107,6 +108,9 @@ OE_ROWS = [
     ("OE rolling contacts 0.01 m", {"dynamics.rolling_radius": 0.01, ROLLING_CONTACTS: True}, False),
     ("OE rolling point measured 0.01 m", {"dynamics.rolling_radius": 0.01}, False),
     ("OE rolling point measured 0.02 m", {"dynamics.rolling_radius": 0.02}, False),
+    # a hard floor's physics: the contact at the sphere's bottom, the landing glide at the floor's 9.5 ms (session 23)
+    ("OE hard-floor physics 0.02 m", {"dynamics.rolling_radius": 0.02, **HARD_FLOOR}, False),
+    ("OE hard-floor physics 0.017 m", {"dynamics.rolling_radius": 0.017, **HARD_FLOOR}, False),
     ("OE without ground height and settled feet", {**OLD_JOINT, **NO_GROUND, **NO_SETTLE}, False),
     ("OE without ground height and settled feet, true contact flags", {**OLD_JOINT, **NO_GROUND, **NO_SETTLE}, True),
     ("OE + ground height only", {**OLD_JOINT, **NO_SETTLE}, False),
