@@ -474,6 +474,15 @@ class Estimator:
             v[i] = pin.Quaternion(q[3], q[0], q[1], q[2]).toRotationMatrix() @ x[nq : nq + 3]
         self._solved_base = (np.array([k.t for k in knots]), p, v)
 
+    @property
+    def window_trajectory(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The last solve's base positions over its window: knot times (N+1,) s on the window's clock (sensor time −
+        ``epoch``) and positions (N+1, 3) m in the odometry frame (the newest is the published one; the older ones
+        are fixed-lag smoothed, the oldest by the whole window); None before the first solve."""
+        if self._solved_base is None:
+            return None
+        return self._solved_base[0].copy(), self._solved_base[1].copy()
+
     def _with_belief_sensitivity(self, prior):
         """A prior built from the payload belief with the belief's IMU-bias sensitivity (consider analysis) carried over
         (:meth:`ArrivalPrior.with_mean_sensitivity`); unchanged without one."""

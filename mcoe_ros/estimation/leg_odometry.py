@@ -13,6 +13,10 @@ Per grid knot k (dt, the estimator's resampled sensors and *its* detected contac
 
 Noise levels default to the estimator's configuration (``noise.accelerometer``, ``noise.foot_velocity``) so both
 estimators use the same covariances, as in the paper's comparison.
+
+With ``record=True`` the filter keeps each step's transition, prior and posterior, and :func:`fixed_lag_smooth` turns
+them into the Rauch–Tung–Striebel smoother's estimates with a fixed lag (the smoothed counterpart of the filter, to
+compare with the optimal estimator's window, which is a fixed-lag smoother itself).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class LegKinematicsEkf:
         bias0_std: float = 0.05,
         ground_height_std: float = 0.0,
         ground_height: float = 0.0,
+        record: bool = False,
     ):
         self.robot = robot
         self.data = robot.create_data()
@@ -56,6 +61,11 @@ class LegKinematicsEkf:
         self.mount = imu_mount(robot)
         self.r_bi = self.mount[0]  #: IMU axes in the base frame
         self.q_base = robot.neutral()  # base at the identity: FK gives the feet in the base frame
+        #: with record: per step (F (9, 9), x prior (9,), P prior (9, 9)) of the predictions, and the posteriors
+        #: (x (9,), P (9, 9)) after each step's updates (:meth:`close_step`); entry 0 is the initial state
+        self.record = record
+        self.transitions: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.posteriors: list[tuple[np.ndarray, np.ndarray]] = [(self.x.copy(), self.P.copy())] if record else []
 
     def predict(self, dt: float, quat_wxyz, gyro, acc) -> None:
         # specific force at the IMU (bias removed) -> world acceleration of the base origin (angular acceleration
@@ -78,6 +88,13 @@ class LegKinematicsEkf:
         q = g @ (self.accel_var * np.eye(3)) @ g.T
         q[6:9, 6:9] += self.bias_var * dt * np.eye(3)
         self.P = f @ self.P @ f.T + q
+        if self.record:
+            self.transitions.append((f, self.x.copy(), self.P.copy()))
+
+    def close_step(self) -> None:
+        """With ``record``: store the posterior after this step's updates (call once per :meth:`predict`)."""
+        if self.record:
+            self.posteriors.append((self.x.copy(), self.P.copy()))
 
     def foot_velocities(self, quat_wxyz, gyro, q_j, dq_j, contacts) -> list[np.ndarray]:
         """World-frame base velocity implied by each stance foot."""
@@ -139,7 +156,48 @@ class LegKinematicsEkf:
         feet = knot.contacts if still is None else still
         self.update(knot.imu.quat, knot.imu.gyro, knot.joint.q, knot.joint.dq, feet)
         self.update_ground_height(knot.imu.quat, knot.joint.q, knot.contacts)
+        self.close_step()
 
     @property
     def position(self) -> np.ndarray:
         return self.x[0:3].copy()
+
+    def smoothed(self, lag: int) -> np.ndarray:
+        """With ``record``: the fixed-lag smoothed states (n, 9) of the recorded steps (:func:`fixed_lag_smooth`)."""
+        if not self.record:
+            raise ValueError("smoothing needs a filter created with record=True")
+        return fixed_lag_smooth(self.transitions, self.posteriors, lag)
+
+
+def fixed_lag_smooth(
+    transitions: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    posteriors: list[tuple[np.ndarray, np.ndarray]],
+    lag: int,
+) -> np.ndarray:
+    """Rauch–Tung–Striebel estimates with a fixed lag: row k (n, nx) is the mean of state k given the data of steps
+    0 … min(k + lag, n − 1) (lag 0: the filter's posteriors; lag ≥ n − 1: the full smoother).
+
+    transitions: n − 1 of (F_k (nx, nx), x⁻_k, P⁻_k), the prediction from step k − 1 to step k (k = 1 … n − 1);
+    posteriors: n of (x_k, P_k) after step k's updates. Linear-Gaussian model with the recorded F: the gains
+    G_k = P_k F_{k+1}ᵀ (P⁻_{k+1})⁻¹ do not depend on the lag, x^s_k = x_k + G_k (x^s_{k+1} − x⁻_{k+1})."""
+    n = len(posteriors)
+    if len(transitions) != n - 1 or lag < 0:
+        raise ValueError("need n - 1 transitions for n posteriors and lag >= 0")
+    x = np.array([p[0] for p in posteriors])
+    if n < 2 or lag == 0:
+        return x
+    x_prior = np.array([t[1] for t in transitions])  # row k - 1: step k's prior
+    gains = np.array(
+        [
+            np.linalg.solve(transitions[k][2], transitions[k][0] @ posteriors[k][1]).T
+            for k in range(n - 1)  # G_k = P_k F_{k+1}^T (P-_{k+1})^-1, P- symmetric
+        ]
+    )
+    ends = np.minimum(np.arange(n) + lag, n - 1)  # the newest step each row sees
+    out = x[ends].copy()
+    for back in range(lag - 1, -1, -1):  # rows whose step k + back is still before their end move one step back
+        k = np.arange(n) + back
+        rows = np.nonzero(k < ends)[0]
+        k = k[rows]
+        out[rows] = x[k] + np.einsum("kij,kj->ki", gains[k], out[rows] - x_prior[k])
+    return out

@@ -8,7 +8,8 @@ pseudo-measurement (the *settled* stance feet, :attr:`mcoe_ros.estimation.window
 touch-down transient and loaded), and, when the estimator uses the flat-ground base-height pseudo-measurement
 (``noise.foot_height`` > 0), the same ground update on the detected stance feet with the same standard deviation
 (ground plane = the first knot's lowest foot, the estimator's own convention, ``ProblemBuilder.standing_height``).
-``settled=False`` / ``ground=False`` give the bare filter (every detected stance foot, no ground), for ablations.
+``settled=False`` / ``ground=False`` give the bare filter (every detected stance foot, no ground), for ablations;
+``record=True`` keeps its steps for the fixed-lag smoother (:meth:`LegKinematicsEkf.smoothed`).
 """
 
 from __future__ import annotations
@@ -31,11 +32,13 @@ class KnotEkf:
         start: Callable[[float], np.ndarray],
         settled: bool = True,
         ground: bool = True,
+        record: bool = False,
     ):
         self.estimator = estimator
         self.start = start
         self.settled = settled
         self.ground = ground
+        self.record = record  #: keep the filter's steps for its fixed-lag smoother (LegKinematicsEkf.smoothed)
         self.ekf: LegKinematicsEkf | None = None
         self._seen = 0
 
@@ -59,6 +62,7 @@ class KnotEkf:
                     foot_velocity_std=noise.foot_velocity,
                     ground_height_std=ground_std,
                     ground_height=p0[2] - est.builder.standing_height(knot) if ground_std > 0.0 else 0.0,
+                    record=self.record,
                 )
             else:
                 self.ekf.step(knot, est.dt, knot.measured if self.settled else knot.contacts)
