@@ -13,9 +13,10 @@ Data: ``mcoe_sim --scenario pronk`` (MuJoCo Go1, 7.2 kg payload as in Table II, 
   'bare EKF' (ablation, the filter of the older docs/jump.md): every detected stance foot, no ground update.
 Smoothed columns (the MCOE paper's OE ran offline over the whole horizon, PRONTO is a filter): the OE's position of
 each tick's knot taken from the last window that still held it (a fixed-lag smoother, lag = the window,
-``estimator.window``; :attr:`Estimator.window_trajectory`), and the EKF's Rauch–Tung–Striebel smoother with the same
-lag (:func:`mcoe_ros.estimation.leg_odometry.fixed_lag_smooth`): "OE smoothed / EKF" is the paper's comparison,
-"OE smoothed / EKF smoothed" the like-for-like one. The published output (the MPC's) is the causal one.
+``estimator.window``; :class:`mcoe_ros.estimation.smoothed.SmoothedTrajectory`), and the EKF's Rauch–Tung–Striebel
+smoother with the same lag (:func:`mcoe_ros.estimation.leg_odometry.fixed_lag_smooth`): "OE smoothed / EKF" is the
+paper's comparison, "OE smoothed / EKF smoothed" the like-for-like one. The published output (the MPC's) is the
+causal one.
 Alignment: both start at the true position (EKF: at its first knot; OE: its first estimate is translated onto the
 truth at that time); errors are ‖p − p_true‖ at the estimator's tick times.
 
@@ -38,6 +39,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from mcoe_ros.estimation.smoothed import SmoothedTrajectory  # noqa: E402
 from mcoe_ros.io.feed import SensorFeed  # noqa: E402
 from mcoe_ros.io.params import node_config  # noqa: E402
 from mcoe_ros.multibody.inertia import pi_about_com  # noqa: E402
@@ -80,7 +82,7 @@ def run(series, truth_t, truth_p, overrides: dict) -> dict:
     ekf = KnotEkf(est, truth_at, record=True)
     bare = KnotEkf(est, truth_at, settled=False, ground=False)
     oe_t, oe_p, ekf_t, ekf_p, bare_p, contacts = [], [], [], [], [], []
-    lagged = {}  # grid index -> the OE's position of that knot in the last window that held it
+    smoothed = SmoothedTrajectory()  # each knot's position in the last window that held it
     wall = time.perf_counter()
     for k in range(len(series)):
         feed.sample(float(series.t[k]), series.q[k], series.dq[k], series.tau[k], *series.imu(k))
@@ -94,11 +96,10 @@ def run(series, truth_t, truth_p, overrides: dict) -> dict:
         for e in out:
             oe_t.append(e.t - (est.epoch or 0.0))
             oe_p.append(e.position.copy())
-        if out and est.window_trajectory is not None:
-            for t, p in zip(*est.window_trajectory, strict=True):
-                lagged[round(t / est.dt)] = p
+        if out:
+            smoothed.update(est)
     oe_t, oe_p = np.array(oe_t), np.array(oe_p)
-    oe_sm = np.array([lagged[round(t / est.dt)] for t in oe_t])
+    oe_sm = np.array([smoothed.position_at(t + (est.epoch or 0.0)) for t in oe_t])
     oe_p = oe_p - oe_p[0] + truth_at(oe_t[0])
     oe_sm = oe_sm - oe_sm[0] + truth_at(oe_t[0])
     ekf_t, ekf_p, bare_p = np.array(ekf_t), np.array(ekf_p), np.array(bare_p)

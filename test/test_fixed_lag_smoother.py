@@ -8,6 +8,7 @@ import pytest
 from mcoe_ros.estimation.config import EstimatorConfig
 from mcoe_ros.estimation.estimator import Estimator
 from mcoe_ros.estimation.leg_odometry import LegKinematicsEkf, fixed_lag_smooth
+from mcoe_ros.estimation.smoothed import SmoothedTrajectory
 from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.io.params import node_config
 from mcoe_ros.testing.data import first_estimates
@@ -132,8 +133,41 @@ def test_the_window_trajectory_is_the_last_solve_and_ends_at_the_published_posit
     feed = SensorFeed(node_config({"estimator.window": 0.06, "estimator.tick_period": 0.02}))
     assert feed.estimator.window_trajectory is None
     out = first_estimates(feed, 2)
-    times, positions = feed.estimator.window_trajectory
+    times, positions, quats = feed.estimator.window_trajectory
     assert positions.shape == (feed.estimator.n_intervals + 1, 3) and times.shape == (len(positions),)
+    assert quats.shape == (len(times), 4)
+    np.testing.assert_allclose(np.linalg.norm(quats, axis=1), 1.0)
     assert np.all(np.diff(times) > 0.0)
     np.testing.assert_allclose(times[-1] + feed.estimator.epoch, out[-1].t, atol=1e-9)
     np.testing.assert_allclose(positions[-1], out[-1].position, atol=1e-12)
+    np.testing.assert_allclose(quats[-1], out[-1].quat_xyzw, atol=1e-12)
+
+
+def test_the_smoothed_trajectory_keeps_each_knot_from_the_last_window(tmp_path):
+    """SmoothedTrajectory after each solve: every knot once, the newest at the published pose, an older knot at its
+    pose in the latest window (not the first one that held it), and the TUM file has one line per knot."""
+    feed = SensorFeed(node_config({"estimator.window": 0.06, "estimator.tick_period": 0.02}))
+    est = feed.estimator
+    smoothed = SmoothedTrajectory()
+    smoothed.update(est)  # before any solve: nothing
+    assert len(smoothed) == 0
+    out, windows = [], []
+    for e in first_estimates(feed, 1):
+        out.append(e)
+    smoothed.update(est)
+    windows.append(est.window_trajectory)
+    for e in first_estimates(feed, 1):  # the next solve on the same feed
+        out.append(e)
+    smoothed.update(est)
+    windows.append(est.window_trajectory)
+    times = np.union1d(windows[0][0], windows[1][0])
+    assert len(smoothed) == len(times)
+    np.testing.assert_allclose(smoothed.position_at(out[-1].t), out[-1].position, atol=1e-12)
+    shared = windows[1][0][0]  # the second window's oldest knot, also in the first window
+    assert shared in windows[0][0]
+    np.testing.assert_allclose(smoothed.position_at(shared + est.epoch), windows[1][1][0])
+    poses = smoothed.poses()
+    assert [p[0] for p in poses] == sorted(p[0] for p in poses)
+    assert smoothed.write_tum(str(tmp_path / "t.tum")) == len(times)
+    rows = np.loadtxt(tmp_path / "t.tum")
+    np.testing.assert_allclose(rows[-1, 1:4], out[-1].position, atol=1e-8)

@@ -1,7 +1,7 @@
 """``mcoe_replay``: replay a rosbag2 (mcap or sqlite3) through the estimator, offline and deterministic.
 
     mcoe_replay INPUT_BAG [--config config/go1.yaml] [--out OUT_BAG] [--report report.png]
-                [--json summary.json] [--topics T ...] [--start S] [--end S] [--realtime]
+                [--json summary.json] [--smoothed trajectory.tum] [--topics T ...] [--start S] [--end S] [--realtime]
 
 The command line is a thin layer over :func:`run` (``run(bag, config, ...) -> summary dict``). Messages are fed in
 record-time order through the same :class:`mcoe_ros.io.feed.SensorFeed` the ROS node uses (LowState has no header:
@@ -19,7 +19,10 @@ com_std_m, inertia_com_kgm2, inertia_std_kgm2, frame), and, when the bag has gro
 ``ground_truth`` (mass_kg, com_m, inertia_com_kgm2), ``errors`` (mass_pct, com_m, inertia_rel_pct,
 ate_position_m, final_position_m, drift_per_m, orientation_rms_deg, path_length_m; of the solves' newest nodes), and
 ``odometry``: the input-rate output (messages, corrections_m: mean, p95 and max of the position jumps at
-re-anchoring, and with ground truth the same localisation errors as ``errors``).
+re-anchoring, and with ground truth the same localisation errors as ``errors``), and ``smoothed``: the window as a
+fixed-lag smoother (each grid knot's pose from the last window that held it,
+:class:`mcoe_ros.estimation.smoothed.SmoothedTrajectory`: knots, lag_s, and with ground truth the same localisation
+errors); ``--smoothed`` writes that trajectory as a TUM file (``t x y z qx qy qz qw``, odometry frame).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from functools import partial
 import numpy as np
 
 from mcoe_ros.apps.evaluate import payload_errors, payload_summary, trajectory_errors
+from mcoe_ros.estimation.smoothed import SmoothedTrajectory
 from mcoe_ros.io import messages
 from mcoe_ros.io.bag import BagWriter, bag_topics, build_msg, iter_raw, time_ns_of, typestore
 from mcoe_ros.io.cdr import message_class
@@ -61,6 +65,10 @@ def _parse(argv):
     ap.add_argument("--format", default="mcap", choices=("mcap", "sqlite3"), help="output bag format")
     ap.add_argument("--report", help="PNG report path")
     ap.add_argument("--json", help="JSON summary path")
+    ap.add_argument(
+        "--smoothed",
+        help="TUM file of the fixed-lag smoothed trajectory (each knot from the last window that held it)",
+    )
     ap.add_argument("--topics", nargs="+", help="input topics: a LowState topic, or a JointState and an Imu topic")
     ap.add_argument("--start", type=float, default=0.0, help="seconds from the bag start to begin")
     ap.add_argument("--end", type=float, default=math.inf, help="seconds from the bag start to stop")
@@ -125,11 +133,13 @@ class _Progress:
         sys.stderr.flush()
 
 
-def check_outputs(out: str | None = None, json_path: str | None = None, report: str | None = None) -> None:
+def check_outputs(
+    out: str | None = None, json_path: str | None = None, report: str | None = None, smoothed: str | None = None
+) -> None:
     """Fail before replaying (one line) when an output cannot be written: missing folder, existing --out."""
     if out and os.path.exists(out):
         raise ReplayError(f"output '{out}' already exists")
-    for flag, path in (("--out", out), ("--json", json_path), ("--report", report)):
+    for flag, path in (("--out", out), ("--json", json_path), ("--report", report), ("--smoothed", smoothed)):
         if not path:
             continue
         folder = os.path.dirname(os.path.abspath(path))
@@ -149,6 +159,7 @@ def run(
     fmt: str = "mcap",
     report: str | None = None,
     json_path: str | None = None,
+    smoothed_path: str | None = None,
     topics: list[str] | None = None,
     start: float = 0.0,
     end: float = math.inf,
@@ -160,7 +171,7 @@ def run(
     """Replay ``bag`` through a :class:`~mcoe_ros.io.feed.SensorFeed` built from ``config`` (default: the Go1
     defaults) and return the summary dict (the JSON's content). Raises :class:`ReplayError` on input problems."""
     config = config or NodeConfig()
-    check_outputs(out, json_path, report)
+    check_outputs(out, json_path, report, smoothed_path)
     if not os.path.isdir(bag):
         raise ReplayError(f"input bag '{bag}' is not a rosbag2 directory")
     try:
@@ -191,6 +202,7 @@ def run(
     if out:
         writer = BagWriter(out, fmt=fmt).__enter__()
     history, truth_payload, truth_odom, odometry = [], [], [], []
+    smoothed = SmoothedTrajectory()
     odom_frame, base_frame = config.output.odom_frame, config.estimator.robot.base_frame
     diag_period = config.output.diagnostics_period
     next_diag = None
@@ -235,7 +247,10 @@ def run(
                     for name, tree in messages.odometry_messages(odo, odom_frame, base_frame).items():
                         msgtype = messages.OUTPUTS[name][0]
                         writer.write(f"{ns}/{name}", msgtype, _ns(odo.t), build_msg(msgtype, tree))
-            for e in feed.poll():
+            estimates = feed.poll()
+            if estimates:
+                smoothed.update(est)
+            for e in estimates:
                 history.append(e)
                 if writer is not None:
                     t_out = _ns(e.t)
@@ -263,11 +278,13 @@ def run(
     bar.update(duration, final=True)
     if not history:
         raise ReplayError("the estimator produced no estimate (bag shorter than the window, or all samples rejected)")
-    summary = _summary(bag, mode, feed, history, truth_payload, truth_odom, duration, odometry)
+    summary = _summary(bag, mode, feed, history, truth_payload, truth_odom, duration, odometry, smoothed)
     if json_path:  # first: a problem in printing or plotting never loses the summary
         with open(json_path, "w", encoding="utf-8") as fh:
             json.dump(summary, fh, indent=2, sort_keys=True)
             fh.write("\n")
+    if smoothed_path:
+        smoothed.write_tum(smoothed_path)
     if print_summary:
         _print_summary(summary, est.counters.solve_times)
     if report:
@@ -363,7 +380,7 @@ def _odom_arrays(msg):
     return time_ns_of(msg.header.stamp) * 1e-9, np.array([p.x, p.y, p.z]), np.array([o.x, o.y, o.z, o.w])
 
 
-def _summary(bag: str, mode: str, feed, history, truth_payload, truth_odom, duration, odometry) -> dict:
+def _summary(bag: str, mode: str, feed, history, truth_payload, truth_odom, duration, odometry, smoothed) -> dict:
     est = feed.estimator
     stats = feed.sample_stats
     last = next((e for e in reversed(history) if e.source != "hold"), history[-1])
@@ -412,6 +429,10 @@ def _summary(bag: str, mode: str, feed, history, truth_payload, truth_odom, dura
     if truth_odom and odometry:
         traj = trajectory_errors(odometry, truth_odom)
         out["odometry"].update({k: v for k, v in traj.items() if not k.startswith("_")})
+    out["smoothed"] = {"knots": len(smoothed), "lag_s": est.config.grid.window}
+    if truth_odom and len(smoothed):
+        traj = trajectory_errors(smoothed.poses(), truth_odom)
+        out["smoothed"].update({k: v for k, v in traj.items() if not k.startswith("_")})
     return out
 
 
@@ -458,6 +479,11 @@ def _print_summary(s: dict, solve_times: list[float]) -> None:
         line += f", ATE {100 * o['ate_position_m']:.2f} cm, final {100 * o['final_position_m']:.2f} cm"
     c = o["corrections_m"]
     print(line + f", corrections mean {1e3 * c['mean']:.2f} mm p95 {1e3 * c['p95']:.2f} mm max {1e3 * c['max']:.2f} mm")
+    sm = s["smoothed"]
+    line = f"  smoothed      {sm['knots']} knots, lag {1e3 * sm['lag_s']:.0f} ms (the window)"
+    if "ate_position_m" in sm:
+        line += f", ATE {100 * sm['ate_position_m']:.2f} cm, final {100 * sm['final_position_m']:.2f} cm"
+    print(line)
 
 
 def _one_line(err: Exception) -> str:
@@ -476,6 +502,7 @@ def main(argv=None) -> int:
             fmt=args.format,
             report=args.report,
             json_path=args.json,
+            smoothed_path=args.smoothed,
             topics=args.topics,
             start=args.start,
             end=args.end,

@@ -144,6 +144,7 @@ class Estimator:
         #: the last good solve's base trajectory (knot times (local), world positions, world velocities; kept on
         #: reset): the guess of a problem built anew over knots it covers (see :meth:`_base_guess`)
         self._solved_base: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._solved_quat: np.ndarray | None = None  #: (N+1, 4) x, y, z, w base orientations of that solve
         self.epoch: float | None = None  #: seconds subtracted from input times (float precision)
         detector = detector or ContactDetector(
             robot, config.contact, compiled=False if config.solver.backend == "python" else None
@@ -473,15 +474,18 @@ class Estimator:
             q = x[3:7] / np.linalg.norm(x[3:7])
             v[i] = pin.Quaternion(q[3], q[0], q[1], q[2]).toRotationMatrix() @ x[nq : nq + 3]
         self._solved_base = (np.array([k.t for k in knots]), p, v)
+        quat = np.array([x[3:7] for x in xs])
+        self._solved_quat = quat / np.linalg.norm(quat, axis=1, keepdims=True)
 
     @property
-    def window_trajectory(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """The last solve's base positions over its window: knot times (N+1,) s on the window's clock (sensor time −
-        ``epoch``) and positions (N+1, 3) m in the odometry frame (the newest is the published one; the older ones
-        are fixed-lag smoothed, the oldest by the whole window); None before the first solve."""
+    def window_trajectory(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The last solve's base poses over its window: knot times (N+1,) s on the window's clock (sensor time −
+        ``epoch``), positions (N+1, 3) m and orientations (N+1, 4) x, y, z, w in the odometry frame (the newest is the
+        published pose; the older ones are fixed-lag smoothed, the oldest by the whole window); None before the first
+        solve (:class:`mcoe_ros.estimation.smoothed.SmoothedTrajectory` collects them)."""
         if self._solved_base is None:
             return None
-        return self._solved_base[0].copy(), self._solved_base[1].copy()
+        return self._solved_base[0].copy(), self._solved_base[1].copy(), self._solved_quat.copy()
 
     def _with_belief_sensitivity(self, prior):
         """A prior built from the payload belief with the belief's IMU-bias sensitivity (consider analysis) carried over
