@@ -15,7 +15,7 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy", reason="ROS 2 wheels not installed (run .ci/setup-env)")
 from geometry_msgs.msg import InertiaStamped  # noqa: E402
-from nav_msgs.msg import Odometry  # noqa: E402
+from nav_msgs.msg import Odometry, Path  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
 from rclpy.serialization import deserialize_message  # noqa: E402
@@ -55,9 +55,10 @@ def play(topics, use_clock):
     reliable = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)  # like the Unitree bridge
     pubs = {t: player.create_publisher(CLASSES[t], t, reliable if t == "low_state" else 50) for t in topics}
     clock = player.create_publisher(Clock, "/clock", 10) if use_clock else None
-    odoms, payloads = [], []
+    odoms, payloads, paths = [], [], []
     # deep queue: a starved listener (the player shares its process and the machine) must not overwrite odometry
     mpc.create_subscription(Odometry, "/mcoe/odom", odoms.append, 5000)
+    mpc.create_subscription(Path, "/mcoe/solve/path", paths.append, 100)
     executor = SingleThreadedExecutor(context=ctx)
     executor.add_node(mpc)
     spinner = SpinThread(executor)
@@ -104,11 +105,16 @@ def play(topics, use_clock):
         if spinner_ is not None:
             spinner_.stop()
     rclpy.shutdown(context=ctx)
-    return odoms, payloads, t_first
+    return odoms, payloads, paths, t_first
 
 
-def check(odoms, payloads, t_first, out):
+def check(odoms, payloads, paths, t_first, out):
     assert odoms, f"no odometry received; node output:\n{out}"
+    assert paths, f"no solve/path received; node output:\n{out}"
+    for path in paths:  # the window's poses, oldest first, in the odometry frame
+        stamps = [p.header.stamp.sec * 1_000_000_000 + p.header.stamp.nanosec for p in path.poses]
+        assert len(stamps) > 2 and np.all(np.diff(stamps) > 0) and path.header.frame_id == "odom"
+        assert all(math.isfinite(p.pose.position.z) for p in path.poses)
     assert payloads, f"late MPC subscriber got no latched payload; node output:\n{out}"
     for o in odoms:
         p = o.pose.pose.position
@@ -240,11 +246,11 @@ def scheduling_of(pid: int) -> dict[int, int]:
 def test_low_state_in_payload_and_odometry_out_with_sim_time():
     node = start_node("use_sim_time:=true", "input.mode:=low_state")
     try:
-        odoms, payloads, t_first = play(["low_state"], use_clock=True)
+        odoms, payloads, paths, t_first = play(["low_state"], use_clock=True)
         policies = scheduling_of(node.pid)  # the node spins on its main thread (thread id = process id)
     finally:
         out = stop_node(node)
-    check(odoms, payloads, t_first, out)
+    check(odoms, payloads, paths, t_first, out)
     assert "Traceback" not in out
     if realtime_permitted():  # node.sensor_priority (default 10): the executor thread only, not the solve thread
         assert policies[node.pid] == os.SCHED_FIFO
@@ -256,9 +262,9 @@ def test_low_state_in_payload_and_odometry_out_with_sim_time():
 def test_joint_states_and_imu_in():
     node = start_node("input.mode:=joint_states")
     try:
-        odoms, payloads, t_first = play(["joint_states", "imu/data"], use_clock=False)
+        odoms, payloads, paths, t_first = play(["joint_states", "imu/data"], use_clock=False)
     finally:
         out = stop_node(node)
-    check(odoms, payloads, t_first, out)
+    check(odoms, payloads, paths, t_first, out)
     check_input_rate(odoms, "imu/data")
     assert "Traceback" not in out

@@ -93,6 +93,16 @@ def test_output_bag_has_the_node_topics_with_input_time_stamps(sample_run):
         assert msg.header.frame_id == "odom" and msg.child_frame_id == "base"
         assert np.all(np.isfinite(msg.pose.covariance))
     assert np.all(np.diff(stamps) > 0) and stamps == records
+    # solve/path: one per solve, the window's 101 knots on the 2 ms grid, the newest at solve/odom's pose
+    solves = {time_ns_of(m.header.stamp): m for _, _, m in iter_messages(tmp / "out", ["/mcoe/solve/odom"])}
+    paths = [m for _, _, m in iter_messages(tmp / "out", ["/mcoe/solve/path"])]
+    assert len(paths) == len(solves) == topics["/mcoe/solve/path"].count
+    for path in paths:
+        knots = [time_ns_of(p.header.stamp) for p in path.poses]
+        assert len(knots) == 101 and path.header.frame_id == "odom" and knots[-1] == time_ns_of(path.header.stamp)
+        np.testing.assert_allclose(np.diff(knots), 2e6, atol=2e3)
+        newest, odom = path.poses[-1].pose.position, solves[knots[-1]].pose.pose.position
+        assert (newest.x, newest.y, newest.z) == (odom.x, odom.y, odom.z)
     bag_start = next(iter_messages(SAMPLE, ["low_state"]))[1]
     assert bag_start <= stamps[0] <= bag_start + int(1.2e9)  # input (sensor) time, not wall time
 

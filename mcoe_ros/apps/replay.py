@@ -254,7 +254,8 @@ def run(
                 history.append(e)
                 if writer is not None:
                     t_out = _ns(e.t)
-                    for name, tree in messages.estimate_messages(e, odom_frame, base_frame).items():
+                    trees = messages.estimate_messages(e, odom_frame, base_frame, est.window_poses())
+                    for name, tree in trees.items():
                         msgtype, latched = messages.OUTPUTS[name]
                         writer.write(f"{ns}/{name}", msgtype, t_out, build_msg(msgtype, tree), latched)
             if writer is not None and est.last_time:

@@ -487,6 +487,14 @@ class Estimator:
             return None
         return self._solved_base[0].copy(), self._solved_base[1].copy(), self._solved_quat.copy()
 
+    def window_poses(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """:attr:`window_trajectory` with sensor times (s, the inputs' clock) instead of the window's; None before the
+        first solve (the ``solve/path`` topic)."""
+        window = self.window_trajectory
+        if window is None:
+            return None
+        return window[0] + (self.epoch or 0.0), window[1], window[2]
+
     def _with_belief_sensitivity(self, prior):
         """A prior built from the payload belief with the belief's IMU-bias sensitivity (consider analysis) carried over
         (:meth:`ArrivalPrior.with_mean_sensitivity`); unchanged without one."""

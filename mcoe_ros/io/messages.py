@@ -37,6 +37,7 @@ OUTPUTS: dict[str, tuple[str, bool]] = {
     "odom": ("nav_msgs/msg/Odometry", False),
     "pose": ("geometry_msgs/msg/PoseWithCovarianceStamped", False),
     "solve/odom": ("nav_msgs/msg/Odometry", False),
+    "solve/path": ("nav_msgs/msg/Path", False),
     "payload/inertia": ("geometry_msgs/msg/InertiaStamped", True),
     "payload/combined_inertia": ("geometry_msgs/msg/InertiaStamped", True),
     "payload/covariance": ("std_msgs/msg/Float64MultiArray", True),
@@ -158,9 +159,27 @@ def odometry_messages(odo: Odometry, odom_frame: str, base_frame: str) -> dict[s
     return {"odom": odometry(odo, odom_frame, base_frame), "pose": pose_with_covariance(odo, odom_frame)}
 
 
-def estimate_messages(est: Estimate, odom_frame: str, base_frame: str) -> dict[str, dict]:
-    """Field trees of the solve-rate topics of :data:`OUTPUTS` for one estimate: ``solve/odom`` and the payload
-    (``payload/rls/inertia`` only when the estimate carries an RLS payload)."""
+def path(times: np.ndarray, positions: np.ndarray, quats_xyzw: np.ndarray, odom_frame: str) -> dict:
+    """nav_msgs/Path of base poses: times (n,) s (sensor time), positions (n, 3) m, orientations (n, 4) x, y, z, w,
+    odometry frame; stamped with the newest pose's time."""
+    poses = [
+        {
+            "header": header(float(t), odom_frame),
+            "pose": {
+                "position": _vec(p),
+                "orientation": {"x": float(q[0]), "y": float(q[1]), "z": float(q[2]), "w": float(q[3])},
+            },
+        }
+        for t, p, q in zip(times, positions, quats_xyzw, strict=True)
+    ]
+    return {"header": header(float(times[-1]), odom_frame), "poses": poses}
+
+
+def estimate_messages(est: Estimate, odom_frame: str, base_frame: str, window: tuple | None = None) -> dict[str, dict]:
+    """Field trees of the solve-rate topics of :data:`OUTPUTS` for one estimate: ``solve/odom``, the payload
+    (``payload/rls/inertia`` only when the estimate carries an RLS payload) and, given its solve's ``window`` (sensor
+    times (n,) s, positions (n, 3), orientations (n, 4) x, y, z, w: the window's poses, oldest first, the newest the
+    estimate's; :meth:`mcoe_ros.estimation.estimator.Estimator.window_poses`), ``solve/path``."""
     trees = {
         "solve/odom": odometry(est, odom_frame, base_frame),
         "payload/inertia": inertia_stamped(est.t, est.payload_pi, est.payload_frame),
@@ -169,6 +188,8 @@ def estimate_messages(est: Estimate, odom_frame: str, base_frame: str) -> dict[s
     }
     if est.rls_payload_pi is not None:
         trees["payload/rls/inertia"] = inertia_stamped(est.t, est.rls_payload_pi, est.payload_frame)
+    if window is not None:
+        trees["solve/path"] = path(*window, odom_frame)
     return trees
 
 
