@@ -219,3 +219,17 @@ def test_ros2_bag_record_names_zero_payload_and_log_progress(tmp_path):
     assert "ate_position_m" in summary["errors"]  # /ground_truth/odom was used
     assert "n/a (no payload)" in out.stdout
     assert "mcoe_replay: " in out.stderr and "% " in out.stderr and "\r" not in out.stderr  # progress lines, no bar
+
+
+def test_the_window_path_can_be_switched_off(tmp_path):
+    """output.publish_window_path false: no solve/path in the output bag, the rest as before."""
+    from dataclasses import replace
+
+    from mcoe_ros.apps.replay import run
+    from mcoe_ros.io.params import NodeConfig
+
+    base = NodeConfig()
+    config = replace(base, output=replace(base.output, publish_window_path=False))
+    run(SAMPLE, config, out=str(tmp_path / "out"), end=0.6)
+    topics = bag_topics(tmp_path / "out")
+    assert "/mcoe/solve/path" not in topics and topics["/mcoe/solve/odom"].count >= 1

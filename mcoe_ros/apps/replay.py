@@ -254,7 +254,8 @@ def run(
                 history.append(e)
                 if writer is not None:
                     t_out = _ns(e.t)
-                    trees = messages.estimate_messages(e, odom_frame, base_frame, est.window_poses())
+                    window = est.window_poses() if config.output.publish_window_path else None
+                    trees = messages.estimate_messages(e, odom_frame, base_frame, window)
                     for name, tree in trees.items():
                         msgtype, latched = messages.OUTPUTS[name]
                         writer.write(f"{ns}/{name}", msgtype, t_out, build_msg(msgtype, tree), latched)

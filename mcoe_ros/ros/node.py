@@ -447,7 +447,8 @@ class EstimatorNode(Node):
         if not est.is_finite():  # the core never hands out NaN; this is the last line of defence
             self.feed.count_error("non_finite_output", "estimate suppressed")
             return
-        window = self.feed.estimator.window_poses()  # the solve's window (this thread ran it)
+        # the solve's window (this thread ran it)
+        window = self.feed.estimator.window_poses() if self.config.output.publish_window_path else None
         self._publish_trees(messages.estimate_messages(est, self.odom_frame, self.base_frame, window))
 
     def _publish_odometry(self, odo) -> None:
