@@ -3,7 +3,7 @@
 The published estimate is the newest knot of each solve (causal: what an MPC needs). The window re-solves every knot
 it holds with the data after it, so a knot's pose in the last window that still held it has been smoothed with a lag
 of up to the window's length (``estimator.window``; less for the last window's knots at the end of a run). On the
-realism suite's jump this halves the causal output's error (docs/localisation.md, session 24). For offline use:
+jump it takes 35–41 % off the causal output's error (docs/localisation.md, session 24). For offline use:
 trajectory evaluation, maps, the replay's ``--smoothed`` file.
 """
 
