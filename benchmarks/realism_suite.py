@@ -80,6 +80,7 @@ from mcoe_ros.apps.evaluate import (
     trajectory_errors,
 )
 from mcoe_ros.estimation.drift import horizontal_share
+from mcoe_ros.estimation.smoothed import SmoothedTrajectory
 from mcoe_ros.io.bag import iter_messages, time_ns_of
 from mcoe_ros.io.feed import SensorFeed
 from mcoe_ros.io.params import node_config
@@ -286,10 +287,14 @@ def run_oe(series, t0: float, pi_true, odom, overrides: dict, with_ekf: bool) ->
     feed = SensorFeed(config)
     est = feed.estimator
     history, ekf_track = [], []
+    smoothed = SmoothedTrajectory()  # the window as a fixed-lag smoother (offline; docs/localisation.md session 24)
     ekf = KnotEkf(est, lambda t: np.zeros(3)) if with_ekf else None
     for k in range(len(series)):
         feed.sample(t0 + float(series.t[k]), series.q[k], series.dq[k], series.tau[k], *series.imu(k))
-        history.extend(feed.poll())
+        new = feed.poll()
+        if new:
+            smoothed.update(est)
+        history.extend(new)
         if ekf is None:
             continue
         for knot in ekf.update():
@@ -305,6 +310,12 @@ def run_oe(series, t0: float, pi_true, odom, overrides: dict, with_ekf: bool) ->
         res.extra["com_std_mm"] = [1e3 * v for v in payload_summary(last.payload_pi, last.payload_cov)["com_std_m"]]
     traj_result(res, [(e.t, e.position, e.quat_xyzw) for e in history], odom)
     res.extra["nees"] = nees_summary(good, pi_true, odom)
+    smooth = trajectory_errors(smoothed.at([e.t for e in history]), odom) if len(smoothed) else {}
+    if smooth:  # the smoothed trajectory at the published estimates' times (same first pose): ATE cm, final cm
+        res.extra["smoothed"] = {
+            "ate_cm": 100.0 * smooth["ate_position_m"],
+            "final_cm": 100.0 * smooth["final_position_m"],
+        }
     if last.imu_bias is not None:
         res.extra["imu_bias"] = last.imu_bias[0].tolist()
     if last.actuator is not None:

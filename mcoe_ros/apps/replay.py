@@ -22,7 +22,8 @@ ate_position_m, final_position_m, drift_per_m, orientation_rms_deg, path_length_
 re-anchoring, and with ground truth the same localisation errors as ``errors``), and ``smoothed``: the window as a
 fixed-lag smoother (each grid knot's pose from the last window that held it,
 :class:`mcoe_ros.estimation.smoothed.SmoothedTrajectory`: knots, lag_s, and with ground truth the same localisation
-errors); ``--smoothed`` writes that trajectory as a TUM file (``t x y z qx qy qz qw``, odometry frame).
+errors at the solves' times); ``--smoothed`` writes that trajectory as a TUM file (``t x y z qx qy qz qw``,
+odometry frame).
 """
 
 from __future__ import annotations
@@ -432,8 +433,8 @@ def _summary(bag: str, mode: str, feed, history, truth_payload, truth_odom, dura
         traj = trajectory_errors(odometry, truth_odom)
         out["odometry"].update({k: v for k, v in traj.items() if not k.startswith("_")})
     out["smoothed"] = {"knots": len(smoothed), "lag_s": est.config.grid.window}
-    if truth_odom and len(smoothed):
-        traj = trajectory_errors(smoothed.poses(), truth_odom)
+    if truth_odom and len(smoothed):  # at the solves' times, as ``errors`` (the same first pose aligned)
+        traj = trajectory_errors(smoothed.at([e.t for e in history]), truth_odom)
         out["smoothed"].update({k: v for k, v in traj.items() if not k.startswith("_")})
     return out
 

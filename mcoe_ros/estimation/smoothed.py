@@ -33,6 +33,12 @@ class SmoothedTrajectory:
         """The smoothed position (3,) m of the knot at sensor time ``t`` s (KeyError if no window held it)."""
         return self._poses[round((t - self._epoch) / self._dt)][1]
 
+    def at(self, times) -> list[tuple[float, np.ndarray, np.ndarray]]:
+        """:meth:`poses` of the knots at these sensor times (s; those no window held are left out): the smoothed
+        poses at the published estimates' times compare with them like for like (same times, same first pose)."""
+        keys = (round((t - self._epoch) / self._dt) for t in times)
+        return [self._poses[k] for k in keys if k in self._poses]
+
     def __len__(self) -> int:
         return len(self._poses)
 
