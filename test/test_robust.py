@@ -266,6 +266,21 @@ def test_nees_helpers():
     assert pose_nees(est, truth) == pytest.approx([0.0, 4.0])  # 0.2 m error, 0.1 m std
 
 
+def test_aligned_pose_errors_skip_estimates_without_truth_and_rotate_into_the_aligned_axes():
+    """The first pose aligns translation and yaw: an estimate yawed by 90° that moves along its x moved along the
+    truth's y; an estimate 0.5 s from any truth sample is left out (its index is not returned)."""
+    from mcoe_ros.apps.evaluate import aligned_pose_errors
+
+    q_true = np.array([0.0, 0.0, 0.0, 1.0])
+    q_est = np.array([0.0, 0.0, np.sin(np.pi / 4), np.cos(np.pi / 4)])  # yaw 90°
+    truth = [(0.0, np.zeros(3), q_true), (1.0, np.array([1.0, 0.0, 0.0]), q_true)]
+    est = [(0.0, np.zeros(3), q_est), (0.5, np.zeros(3), q_est), (1.0, np.array([0.0, 1.0, 0.0]), q_est)]
+    out = aligned_pose_errors(est, truth)
+    assert [n for n, _, _ in out] == [0, 2]
+    np.testing.assert_allclose(out[1][1], np.zeros(6), atol=1e-12)  # (0, 1) rotated by -90° is (1, 0): no error
+    np.testing.assert_allclose(out[1][2][:3, :3] @ [0.0, 1.0, 0.0], [1.0, 0.0, 0.0], atol=1e-12)
+
+
 def test_estimator_consistency_scaling_scales_payload_only():
     out, est = _run_sample({"robust.covariance_scaling": "consistency"}, n=6)
     ref, _ = _run_sample({"robust.covariance_scaling": "none"}, n=6)

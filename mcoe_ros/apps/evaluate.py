@@ -132,13 +132,14 @@ def payload_nees(pi_est: np.ndarray, cov_pi: np.ndarray, pi_true: np.ndarray, wi
     return float(err @ np.linalg.pinv(0.5 * (cov + cov.T), rcond=1e-14, hermitian=True) @ err)
 
 
-def pose_nees(estimates: list[tuple[float, np.ndarray, np.ndarray, np.ndarray]], truth: list) -> list[float]:
-    """NEES of each pose estimate (t s, position (3,), quat xyzw, covariance (6, 6) over (position, rotation) in odom
-    axes, rotation error e with R_true = Exp(e) R_est) against ``truth`` [(t, p, q)] after the first-pose alignment of
-    :func:`trajectory_errors` (translation + yaw); estimates without a truth sample within 10 ms are skipped."""
+def aligned_pose_errors(estimates: list[tuple[float, np.ndarray, np.ndarray]], truth: list) -> list[tuple]:
+    """(index into ``estimates``, error e (6,), J (6, 6)) of each pose estimate (t s, position (3,), quat xyzw) against
+    ``truth`` [(t, p, q)] after the first-pose alignment of :func:`trajectory_errors` (translation + yaw): e = (position
+    m, rotation rad with R_true = Exp(e_rot) R_est) in the aligned odom axes, J the map of an odom-axes covariance into
+    them (J Σ Jᵀ); estimates without a truth sample within 10 ms are skipped."""
     times = np.array([o[0] for o in truth])
     out, align = [], None
-    for t, pe, qe, cov in estimates:
+    for n, (t, pe, qe, *_) in enumerate(estimates):
         i = int(np.clip(np.searchsorted(times, t), 0, len(times) - 1))
         if abs(times[i] - t) >= 0.01:
             continue
@@ -149,9 +150,17 @@ def pose_nees(estimates: list[tuple[float, np.ndarray, np.ndarray, np.ndarray]],
             align = (np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]), pe.copy(), p.copy())
         rz, pe0, p0 = align
         err = np.r_[p - (rz @ (pe - pe0) + p0), pin.log3(rotation(q) @ (rz @ rotation(qe)).T)]
-        cov = np.asarray(cov, dtype=float)
-        jac = np.zeros((6, 6))  # the covariance in the aligned axes
+        jac = np.zeros((6, 6))
         jac[:3, :3] = jac[3:, 3:] = rz
-        cov = jac @ cov @ jac.T
+        out.append((n, err, jac))
+    return out
+
+
+def pose_nees(estimates: list[tuple[float, np.ndarray, np.ndarray, np.ndarray]], truth: list) -> list[float]:
+    """NEES of each pose estimate (t s, position (3,), quat xyzw, covariance (6, 6) over (position, rotation) in odom
+    axes) against ``truth`` [(t, p, q)] with the errors of :func:`aligned_pose_errors`."""
+    out = []
+    for n, err, jac in aligned_pose_errors(estimates, truth):
+        cov = jac @ np.asarray(estimates[n][3], dtype=float) @ jac.T
         out.append(float(err @ np.linalg.pinv(0.5 * (cov + cov.T), rcond=1e-14, hermitian=True) @ err))
     return out
