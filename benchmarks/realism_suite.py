@@ -9,9 +9,10 @@ Case = scenario x payload x imperfection profile (seeds fixed: :data:`SEED`, or 
 selected ``real`` cases on profile P instead):
 
 * profiles: ``real`` = nominal URDF + Go1-like sensors (:data:`mcoe_ros.sim.sensors.REALISTIC_NOISE`: noise,
-  quantisation, gyro/accelerometer biases with random walk) + actuator losses the reported torque does not include
-  (:data:`mcoe_ros.sim.mjcf.REALISTIC_LOSSES`: damping 1/1.5/2 N m s/rad, Coulomb 0.2 N m, rotor inertia 0.01
-  kg m^2) + soft round feet (:data:`mcoe_ros.sim.mjcf.SOFT_FEET`); ``sensors`` / ``losses`` / ``feet`` = one of
+  quantisation, gyro/accelerometer biases with random walk, the orientation of the IMU's own attitude filter since
+  session 25) + actuator losses the reported torque does not include (:data:`mcoe_ros.sim.mjcf.REALISTIC_LOSSES`:
+  damping 1/1.5/2 N m s/rad, Coulomb 0.2 N m, rotor inertia 0.01 kg m^2)
+  + soft round feet (:data:`mcoe_ros.sim.mjcf.SOFT_FEET`); ``sensors`` / ``losses`` / ``feet`` = one of
   those three alone (``round-feet`` / ``soft-floor``: the two halves of ``feet``, round rolling feet on the clean
   profile's floor / point feet on the soft floor; ``hard-floor`` = ``real`` on the clean profile's floor;
   ``grip-floor`` / ``soft-grip`` = ``hard-floor`` / ``real`` with MuJoCo's no-slip pass, no soft-friction creep of
@@ -662,6 +663,12 @@ def options_table() -> str:
         ),
         ("(noise)", "encoder quantisation, rad", "0", f"{on_n.q_resolution:.2e}"),
         ("--tau-resolution", "reported torque quantisation, N m", off_n.tau_resolution, on_n.tau_resolution),
+        (
+            "--attitude-filter-gain",
+            "IMU orientation: the IMU's attitude filter's k_p, 1/s (k_i 1/s², pre-roll s); 0 = truth + white noise",
+            f"0 (white {NoiseConfig().orientation_std} rad)",
+            f"{on_n.attitude_filter_gain} (k_i {on_n.attitude_filter_integral}, {on_n.attitude_filter_preroll:g} s)",
+        ),
         ("--joint-damping", "viscous joint friction hip/thigh/calf, N m s/rad", off_l.viscous, on_l.viscous),
         ("--joint-friction", "Coulomb joint friction, N m", off_l.coulomb, on_l.coulomb),
         ("--rotor-inertia", "reflected rotor inertia, kg m²", off_l.rotor_inertia, on_l.rotor_inertia),

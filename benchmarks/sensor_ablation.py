@@ -39,7 +39,8 @@ from mcoe_ros.testing.scripts import load_benchmark
 rs = load_benchmark("robust_ablation").rs  # the suite's case definitions, truth and OE runner
 
 CASE = rs.Case("squat-sway", "5kg-off", "sensors", 4.0)
-#: NoiseConfig fields ablated one at a time (foot_force_std is not used by the default estimator: no row)
+#: NoiseConfig fields ablated one at a time (foot_force_std is not used by the default estimator: no row;
+#: attitude_filter_gain: the IMU's orientation from its attitude filter instead of the truth)
 FIELDS = (
     "q_std",
     "q_resolution",
@@ -53,7 +54,10 @@ FIELDS = (
     "acc_bias_std",
     "gyro_bias_walk",
     "acc_bias_walk",
+    "attitude_filter_gain",
 )
+#: the attitude filter's other settings: on whenever its gain is (``NoiseConfig.scaled`` keeps them)
+FILTER_SETTINGS = ("attitude_filter_integral", "attitude_filter_preroll")
 TORQUE_FIELDS = ("tau_std", "tau_resolution")
 ROWS = ("clean", *FIELDS, "all-but-torque", "all")
 
@@ -63,9 +67,9 @@ def row_fields(row: str) -> tuple[str, ...]:
     if row == "clean":
         return ()
     if row == "all":
-        return FIELDS + ("foot_force_std",)
+        return FIELDS + ("foot_force_std", *FILTER_SETTINGS)
     if row == "all-but-torque":
-        return tuple(f for f in FIELDS + ("foot_force_std",) if f not in TORQUE_FIELDS)
+        return tuple(f for f in FIELDS + ("foot_force_std", *FILTER_SETTINGS) if f not in TORQUE_FIELDS)
     fields = tuple(row.split("+"))  # "tau_std+acc_std": several fields together
     if not set(fields) <= set(FIELDS):
         raise ValueError(f"unknown row {row!r}, expected one of {ROWS} or fields joined by '+'")
@@ -79,7 +83,8 @@ def make_bag(row: str, seed: int, scale: float, root: str) -> str:
         return path
     argv = ["--scenario", f"{CASE.scenario}:{CASE.seconds:g}", *rs.PAYLOADS[CASE.payload], *rs.PROFILES[CASE.profile]]
     cfg = config_from_args(build_parser().parse_args([*argv, "--seed", str(seed), "--out", path]))
-    levels = {f: scale * getattr(REALISTIC_NOISE, f) for f in row_fields(row)}
+    unscaled = {"attitude_filter_gain", *FILTER_SETTINGS}  # the filter's settings are not noise levels
+    levels = {f: getattr(REALISTIC_NOISE, f) * (1.0 if f in unscaled else scale) for f in row_fields(row)}
     cfg = replace(cfg, noise=replace(REALISTIC_NOISE.scaled(0.0), **levels))
     stats, _ = record(cfg, path, scenario_text=f"{CASE.scenario}:{CASE.seconds:g}")
     if stats.fell:

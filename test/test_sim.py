@@ -394,6 +394,57 @@ def test_imu_biases_random_walk_is_seeded_and_scales_with_sqrt_time():
     assert np.abs(np.diff(diff, axis=0)).max() < 6 * 0.01 * np.sqrt(0.002)
 
 
+def _rest_truth(acc=(0.0, 0.0, 9.81)) -> Truth:
+    """A robot at rest (level, heading 0) whose IMU reads the specific force ``acc`` m/s^2."""
+    z3, z12, unit = np.zeros(3), np.zeros(12), np.array([1.0, 0, 0, 0])
+    return Truth(0.0, z12, z12, z12, z3, unit, z3, z3, unit, z3, np.array(acc), np.zeros(4), np.ones(4, bool))
+
+
+def _rpy(quat_wxyz) -> np.ndarray:
+    return pin.rpy.matrixToRpy(pin.Quaternion(*quat_wxyz).toRotationMatrix())
+
+
+def test_attitude_filter_carries_the_accelerometer_bias_and_integrates_the_gyro_bias_in_yaw():
+    """The IMU's own attitude filter (the Go1-like profile): at rest its roll and pitch are the accelerometer bias's
+    tilt (b_a,y / g, −b_a,x / g), its yaw starts at the true heading and drifts with the gyro's z bias."""
+    noise = replace(REALISTIC_NOISE, gyro_bias_walk=0.0, acc_bias_walk=0.0)
+    truth = _rest_truth()
+    for seed in (0, 1, 2):
+        sm = SensorModel(noise, seed, dt=0.002)
+        quats = [sm.measure(truth).quat for _ in range(2000)]  # 4 s
+        ba, bg = sm.acc_bias, sm.gyro_bias
+        first, last = _rpy(quats[0]), _rpy(quats[-1])
+        np.testing.assert_allclose(last[:2], [ba[1] / 9.81, -ba[0] / 9.81], atol=6e-4)
+        assert abs(first[2]) < 1e-4
+        np.testing.assert_allclose(last[2], bg[2] * 4.0, rtol=0.1, atol=1e-3)
+    # the oracle (gain 0): the true orientation with its white noise; no noise at all: exactly the truth
+    oracle = SensorModel(replace(noise, attitude_filter_gain=0.0), 0, dt=0.002)
+    assert np.linalg.norm(_rpy(oracle.measure(truth).quat)[:2]) < 0.02
+    perfect = SensorModel(REALISTIC_NOISE.scaled(0.0), 0, dt=0.002)
+    assert REALISTIC_NOISE.scaled(0.0).attitude_filter_gain == 0.0
+    np.testing.assert_array_equal(perfect.measure(truth).quat, [1.0, 0, 0, 0])
+
+
+def test_attitude_filter_leans_with_a_horizontal_acceleration_and_leaves_the_other_channels():
+    """A level robot accelerating forward at 1 m/s^2 reads a tilted specific force: the filter leans towards it with its
+    gain (~63 % of atan(1 / g) after 1 / k_p s, all of it at the end; no integral term here); gyro, accelerometer,
+    encoders and torque are the same samples with or without the filter (its pre-roll has its own stream)."""
+    clean = replace(REALISTIC_NOISE.scaled(0.0), attitude_filter_gain=1.0, attitude_filter_integral=0.0)
+    sm = SensorModel(clean, 0, dt=0.002)
+    sm.measure(_rest_truth())  # the pre-roll at rest
+    pitch = [_rpy(sm.measure(_rest_truth((1.0, 0.0, 9.81))).quat)[1] for _ in range(5000)]
+    lean = -np.arctan2(1.0, 9.81)  # the specific force leans forward: the filter reads the nose up (pitch < 0)
+    assert 0.5 * lean > pitch[499] > 0.75 * lean
+    np.testing.assert_allclose(pitch[-1], lean, rtol=0.02)
+    with_filter = SensorModel(REALISTIC_NOISE, 3, dt=0.002)
+    without = SensorModel(replace(REALISTIC_NOISE, attitude_filter_gain=0.0), 3, dt=0.002)
+    for _ in range(50):
+        a, b = with_filter.measure(_rest_truth()), without.measure(_rest_truth())
+        for name in ("q", "dq", "tau", "gyro", "acc"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    assert not np.allclose(a.quat, b.quat, atol=1e-4)
+
+
 def test_soft_round_feet_and_floor_options_reach_mujoco(robot):
     sim = Go1Sim(SimConfig(contact=SOFT_FEET, floor_friction=0.3), robot)
     for gid in sim.foot_geom_ids:

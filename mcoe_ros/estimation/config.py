@@ -60,7 +60,11 @@ class NoiseConfig:
     joint_position: float = 0.002  #: rad
     joint_velocity: float = 0.1  #: rad/s
     gyro: float = 0.02  #: rad/s
-    orientation: float = 0.02  #: rad
+    #: rad per knot, white: the IMU's orientation reading comes from the IMU's own attitude filter, whose tilt error
+    #: (its accelerometer bias over g, ~5 mrad, and its lean in accelerations) is correlated over ~1 s and whose yaw is
+    #: the integrated gyro: white noise of that error σ_e over a correlation time τ_c carries the information of
+    #: σ_e √(τ_c / dt) per knot (7 mrad, 1 s, 2 ms: 0.16 rad); 0.02 trusted it 10× too much (docs/realism.md session 25)
+    orientation: float = 0.2
     accelerometer: float = 0.3  #: m/s^2
     #: the accelerometer measures the interval's realised acceleration a + n_v/dt (the model's plus the process noise
     #: on the base velocity), not the model's a(x, τ̃; θ) alone: the noise the dynamics needs (torque noise, feet that

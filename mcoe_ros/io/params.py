@@ -209,7 +209,11 @@ _TABLE: tuple[Param, ...] = (
     Param("noise.joint_position", "estimator.noise.joint_position", "encoder noise, rad"),
     Param("noise.joint_velocity", "estimator.noise.joint_velocity", "joint velocity noise, rad/s"),
     Param("noise.gyro", "estimator.noise.gyro", "gyro noise, rad/s"),
-    Param("noise.orientation", "estimator.noise.orientation", "IMU orientation noise, rad"),
+    Param(
+        "noise.orientation",
+        "estimator.noise.orientation",
+        "IMU orientation noise per knot (white equivalent of the IMU filter's correlated error), rad",
+    ),
     Param("noise.accelerometer", "estimator.noise.accelerometer", "accelerometer noise, m/s^2"),
     Param(
         "noise.accelerometer_realised",

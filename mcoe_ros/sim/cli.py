@@ -12,7 +12,8 @@ Default payload inertia: a solid 0.3 x 0.2 x 0.1 m box of the given mass.
 Imperfections of a real robot (all off by default; ``--realistic`` turns on the Go1-like profile of issue 13:
 :data:`~mcoe_ros.sim.sensors.REALISTIC_NOISE` sensors, :data:`~mcoe_ros.sim.mjcf.REALISTIC_LOSSES` actuator
 losses and :data:`~mcoe_ros.sim.mjcf.SOFT_FEET` contact; individual flags given after it override it):
-sensor noise scale, bias std and random walk, torque quantisation; joint damping / Coulomb friction / rotor
+sensor noise scale, bias std and random walk, torque quantisation, the IMU's orientation from its own attitude filter
+(``--attitude-filter-gain``; 0: the true orientation + noise); joint damping / Coulomb friction / rotor
 inertia per joint type (not in the reported torque), torque-constant scale and offset; URDF mass mismatch
 (``--mass-mismatch 0.1 --mismatch-direction lighter``; every link, or the trunk only with ``--mismatch-links
 trunk``); soft round feet (``--foot-condim 6``), ground softness (``--contact-solref``), torsional/rolling friction,
@@ -75,6 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--gyro-bias-walk", type=float, default=None, help="gyro bias random walk, rad/s/sqrt(s)")
     r.add_argument("--acc-bias-walk", type=float, default=None, help="accelerometer bias random walk, m/s^2/sqrt(s)")
     r.add_argument("--tau-resolution", type=float, default=None, help="reported torque quantisation step, N m")
+    r.add_argument(
+        "--attitude-filter-gain",
+        type=float,
+        default=None,
+        help="IMU orientation from the IMU's own attitude filter of this gain, 1/s (0: the true orientation + noise)",
+    )
     tri = {"nargs": "+", "type": float, "default": None, "metavar": "V"}
     r.add_argument("--joint-damping", **tri, help="viscous joint friction, N m s/rad (1 value or hip thigh calf)")
     r.add_argument("--joint-friction", **tri, help="Coulomb joint friction, N m (1 value or hip thigh calf)")
@@ -190,6 +197,7 @@ def realism_from_args(args: argparse.Namespace) -> tuple[NoiseConfig, ActuatorLo
             "gyro_bias_walk": "gyro_bias_walk",
             "acc_bias_walk": "acc_bias_walk",
             "tau_resolution": "tau_resolution",
+            "attitude_filter_gain": "attitude_filter_gain",
         },
     )
     if any(v < 0 for v in noise.as_dict().values()):
