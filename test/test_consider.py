@@ -1,5 +1,6 @@
-"""Consider analysis of the unestimated IMU biases (issue 14, calibrated uncertainty): the solver's sensitivity
-S = ∂(x̂_N, θ̂)/∂b of the converged estimate to constant offsets b of the gyro and accelerometer readings, against
+"""Consider analysis of the unestimated IMU biases and the orientation reading's offset (issue 14, calibrated
+uncertainty): the solver's sensitivity S = ∂(x̂_N, θ̂)/∂b of the converged estimate to constant offsets b of the gyro
+and accelerometer readings and a rotation offset R_meas exp(δ) of the orientation reading, against
 finite differences of re-solved windows (single window and across a marginalising shift), on Go1 windows of the
 estimator's own model (exact dynamics, velocity process noise, noise-free readings: at zero residual the
 Gauss–Newton Hessian the analysis uses is the exact one; with noisy readings the two differ by the residual curvature)
@@ -9,26 +10,39 @@ directions amplify the marginal prior's second-order terms)."""
 from __future__ import annotations
 
 import numpy as np
+import pinocchio as pin
 import pytest
 
-from mcoe_ros.multibody.interval import imu_bias_jacobian
-from mcoe_ros.multibody.measurements import ImuAngularVelocity, ImuSpecificForce, default_measurements
+from mcoe_ros.multibody.imu import rotation_quaternion
+from mcoe_ros.multibody.interval import IMU_CONSIDER, imu_bias_jacobian
+from mcoe_ros.multibody.measurements import (
+    ImuAngularVelocity,
+    ImuOrientation,
+    ImuSpecificForce,
+    default_measurements,
+)
 from mcoe_ros.multibody.robot import RobotModel
 from mcoe_ros.ocp.problem import ArrivalPrior
 from mcoe_ros.ocp.solver import MCOESolver, SolverOptions
 from mcoe_ros.testing.go1 import go1_velocity_window
 
 OPTIONS = SolverOptions(max_iter=200, tol_stop=1e-14, tol_gap=1e-12)
+NB = 3 * len(IMU_CONSIDER)  #: gyro bias, accelerometer bias, orientation offset
 
 
-def _bias_offsets(model) -> np.ndarray:
-    """(nz, 6): how a unit gyro / accelerometer bias moves the knot's z (its gyro and accelerometer slices)."""
-    out = np.zeros((model.nz, 6))
+def _offset(model, z: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A knot's readings z (nz,) with the consider parameters b (9,): the biases added to the gyro and accelerometer
+    slices, the orientation (w, x, y, z) turned to R exp(δ)."""
+    out = z.copy()
     for meas, zs in zip(model.measurements, model.z_slices, strict=True):
         if isinstance(meas, ImuAngularVelocity):
-            out[zs, 0:3] = np.eye(3)
+            out[zs] += b[0:3]
         elif isinstance(meas, ImuSpecificForce):
-            out[zs, 3:6] = np.eye(3)
+            out[zs] += b[3:6]
+        elif isinstance(meas, ImuOrientation):
+            w, x, y, zz = z[zs]
+            q = rotation_quaternion(pin.Quaternion(w, x, y, zz).toRotationMatrix() @ pin.exp3(b[6:9]))
+            out[zs] = [q.w, q.x, q.y, q.z]
     return out
 
 
@@ -39,10 +53,10 @@ def _estimate(solver) -> tuple[np.ndarray, np.ndarray]:
 def _fd_sensitivity(estimate, state, delta: float = 1e-4) -> np.ndarray:
     """Central differences in each bias of ``estimate(b)`` = the converged (x_N, θ) with readings offset by b."""
     cols = []
-    for i in range(6):
+    for i in range(NB):
         ends = []
         for sign in (1.0, -1.0):
-            b = np.zeros(6)
+            b = np.zeros(NB)
             b[i] = sign * delta
             ends.append(estimate(b))
         dx = state.difference(ends[1][0], ends[0][0]) / (2 * delta)
@@ -61,8 +75,12 @@ def test_imu_bias_jacobian_rows():
     gyro = next(s for m, s in zip(meas, slices, strict=True) if isinstance(m, ImuAngularVelocity))
     acc = next(s for m, s in zip(meas, slices, strict=True) if isinstance(m, ImuSpecificForce))
     w_acc = next(m.W for m in meas if isinstance(m, ImuSpecificForce))
+    orient = next(s for m, s in zip(meas, slices, strict=True) if isinstance(m, ImuOrientation))
+    w_orient = next(m.W for m in meas if isinstance(m, ImuOrientation))
     np.testing.assert_array_equal(jac[acc, 3:6], w_acc)
-    assert np.count_nonzero(jac) == np.count_nonzero(jac[gyro, 0:3]) + np.count_nonzero(jac[acc, 3:6])
+    np.testing.assert_array_equal(jac[orient, 6:9], w_orient)
+    nonzero = [np.count_nonzero(jac[r, c]) for r, c in ((gyro, slice(0, 3)), (acc, slice(3, 6)), (orient, slice(6, 9)))]
+    assert np.count_nonzero(jac) == sum(nonzero)
     assert imu_bias_jacobian(meas[:2], slices[:2], slices[1].stop) is None  # encoders only
 
 
@@ -73,7 +91,7 @@ def test_consider_sensitivity_equals_finite_differences_of_the_solution(realised
     prob0, xs_true, pi_true = go1_velocity_window(n, seed=3, noise=0.0, info_theta=1.0, realised=realised)
     assert all(k.coupled for k in prob0.knots[:-1]) == realised
     zs = [k.data.z.copy() for k in prob0.knots]
-    offsets = _bias_offsets(prob0.knots[0].model)
+    model = prob0.knots[0].model
     theta0 = prob0.param.theta(pi_true)
 
     def build():
@@ -82,20 +100,21 @@ def test_consider_sensitivity_equals_finite_differences_of_the_solution(realised
 
     def solve(solver, b):
         for k, z in enumerate(zs):
-            solver.problem.set_knot(k, z=z + offsets @ b)
+            solver.problem.set_knot(k, z=_offset(model, z, b))
         res = solver.solve(xs_true, None, theta0)
         assert res.converged
         return _estimate(solver)
 
     solver = build()
-    solve(solver, np.zeros(6))
-    assert solver.problem.n_consider == 6
+    solve(solver, np.zeros(NB))
+    assert solver.problem.n_consider == NB
     solver.terminal_covariance()
     sens = solver.consider_sensitivity
     ref = _fd_sensitivity(lambda b: solve(build(), b), solver.problem.state)
     err = np.abs(sens - ref).max() / np.abs(ref).max()
     assert err < 1e-4, err
-    assert np.abs(ref[:, 3:]).max() > 0.0  # the accelerometer moves the estimate
+    assert np.abs(ref[:, 3:6]).max() > 0.0  # the accelerometer moves the estimate
+    assert np.abs(ref[:, 6:9]).max() > 0.0  # and the orientation reading
 
 
 @pytest.mark.parametrize("realised", [False, True], ids=["model-accelerometer", "realised-accelerometer"])
@@ -108,23 +127,23 @@ def test_consider_sensitivity_is_carried_across_a_shift(realised):
     zs = [kn.data.z.copy() for kn in full.knots]
     us = [kn.data.u.copy() for kn in full.knots]
     model = full.knots[0].model
-    offsets = _bias_offsets(model)
     theta0 = full.param.theta(pi_true)
 
     def run(b):
         # the first n + 1 knots of the same recording
         prob, _, _ = go1_velocity_window(n, seed=5, noise=0.0, info_theta=1.0, realised=realised)
         for j in range(n + 1):
-            prob.set_knot(j, z=zs[j] + offsets @ b)
+            prob.set_knot(j, z=_offset(model, zs[j], b))
         solver = MCOESolver(prob, OPTIONS)
         assert solver.solve(xs_true[: n + 1], None, theta0).converged
-        inputs = [(us[j], zs[j] + offsets @ b) for j in range(n, n + k)]
-        solver.shift(k, [model] * k, model, inputs, (us[n + k], zs[n + k] + offsets @ b), xs_new=xs_true[n + 1 :])
+        inputs = [(us[j], _offset(model, zs[j], b)) for j in range(n, n + k)]
+        last = (us[n + k], _offset(model, zs[n + k], b))
+        solver.shift(k, [model] * k, model, inputs, last, xs_new=xs_true[n + 1 :])
         assert solver.problem.prior.sensitivity is not None
         assert solver.solve(solver.xs, None, solver.theta).converged
         return solver
 
-    base = run(np.zeros(6))
+    base = run(np.zeros(NB))
     base.terminal_covariance()
     sens = base.consider_sensitivity
     ref = _fd_sensitivity(lambda b: _estimate(run(b)), base.problem.state)
@@ -151,7 +170,8 @@ def _first(over: dict, n: int = 6, feeds: list | None = None):
 
 def test_estimator_publishes_the_imu_bias_uncertainty_without_moving_the_estimate():
     """imu_bias.consider (default): the same estimates as without it, covariances larger by a nonzero positive
-    semidefinite term, recorded in Estimate.bias_cov; with the biases estimated it is off."""
+    semidefinite term, recorded in Estimate.bias_cov; with the biases estimated the orientation offset's share alone
+    (off with imu_bias.orientation_offset_std 0)."""
     feeds = []
     on, off = _first({}, feeds=feeds), _first({"imu_bias.consider": False}, feeds=feeds)
     assert len(on) == len(off) == 6
@@ -167,8 +187,14 @@ def test_estimator_publishes_the_imu_bias_uncertainty_without_moving_the_estimat
             diff = getattr(a, name) - getattr(b, name)
             np.testing.assert_allclose(diff, part, rtol=1e-9, atol=1e-12 * np.abs(part).max())
         assert b.bias_cov is None
-    estimated = _first({"imu_bias.enabled": True, "imu_bias.accelerometer": True}, 2, feeds)
+    both = {"imu_bias.enabled": True, "imu_bias.accelerometer": True}
+    estimated = _first({**both, "imu_bias.orientation_offset_std": 0.0}, 2, feeds)
     assert all(e.bias_cov is None for e in estimated)
+    # with the biases estimated the orientation reading's offset is still considered: a tilt share, no yaw
+    offset_only = _first(both, 2)
+    for e in offset_only:
+        rot = np.diag(e.bias_cov[0])[3:]
+        assert rot[0] > 0.0 and rot[1] > 0.0 and rot[2] < 1e-3 * rot[:2].max()
     # the estimator's shifts carry the marginalised past's sensitivity (through the ground-height prior update)
     prior = feeds[0].estimator.solver.problem.prior
     assert prior.sensitivity is not None and np.abs(prior.sensitivity).max() > 0.0

@@ -266,7 +266,8 @@ PYBIND11_MODULE(_mcoe, m) {
             s.options.consider = on;
             s.invalidate();
           },
-          "Consider analysis of the IMU biases (consider_sensitivity, the priors' G); False: not computed.")
+          "Consider analysis of the IMU biases and the orientation offset (consider_sensitivity, the priors' G); False: "
+          "not computed.")
       .def_property(
           "threads", [](const Solver& s) { return s.options.threads; },
           [](Solver& s, int n) { s.options.threads = n; })
@@ -306,15 +307,16 @@ PYBIND11_MODULE(_mcoe, m) {
            })
       .def("terminal_covariance", &Solver::terminalCovariance, py::call_guard<py::gil_scoped_release>())
       .def_readonly("consider_sensitivity", &Solver::considerSensitivity,
-                    "d(x_N, theta)/db (ndx + ntheta, 6) of the last terminal_covariance: b = the IMU biases (gyro, "
-                    "accelerometer) of the readings that do not estimate theirs (consider analysis).")
+                    "d(x_N, theta)/db (ndx + ntheta, 9) of the last terminal_covariance: b = the IMU biases (gyro, "
+                    "accelerometer) of the readings that do not estimate theirs, the orientation reading's offset "
+                    "(consider analysis).")
       .def_property(
           "prior",
           [](const Solver& s) {
             return py::make_tuple(s.prior.x_bar, s.prior.theta_bar, s.prior.H, s.prior.g, s.prior.G);
           },
           [](Solver& s, const py::tuple& t) {
-            // (x_bar, theta_bar, H, g[, G]): G (ndx + ntheta, 6) the gradient's consider sensitivity, absent = zeros
+            // (x_bar, theta_bar, H, g[, G]): G (ndx + ntheta, 9) the gradient's consider sensitivity, absent = zeros
             Mat sens = t.size() > 4 && !t[4].is_none() ? t[4].cast<Mat>() : Mat();
             s.setPrior(Prior{t[0].cast<Vec>(), t[1].cast<Vec>(), t[2].cast<Mat>(), t[3].cast<Vec>(), sens});
           })

@@ -221,9 +221,12 @@ void measurementGram(Knot& kn, const IntervalData& d, Mat& jr, bool consider) {
     }
     jr.middleRows(rows, n).leftCols(ndx) = d.Rx.middleRows(ro, n);
     jr.middleRows(rows, n).rightCols(nth) = kn.Rth.middleRows(ro, n);
-    if (consider && (s.kind == MK::Gyro || s.kind == MK::SpecificForce) && s.bias_start < 0) {
-      // consider analysis: an unestimated bias b adds to the reading, r = W (z - h): dr/db = W on these rows
-      const int c = s.kind == MK::Gyro ? 0 : 3;
+    const bool offset = s.kind == MK::Orientation ||
+                        ((s.kind == MK::Gyro || s.kind == MK::SpecificForce) && s.bias_start < 0);
+    if (consider && offset) {
+      // consider analysis: an unestimated bias b adds to the reading, r = W (z - h): dr/db = W on these rows; the
+      // orientation reading's offset R_meas exp(d): dr/dd = W Jlog3 = W at a small residual
+      const int c = s.kind == MK::Gyro ? 0 : (s.kind == MK::SpecificForce ? 3 : 6);
       kn.Gr.block(0, c, ndx, 3).noalias() += d.Rx.middleRows(ro, n).transpose() * s.W;
       kn.Gr.block(ndx, c, nth, 3).noalias() += kn.Rth.middleRows(ro, n).transpose() * s.W;
     }
@@ -259,7 +262,8 @@ void coupledGram(Knot& kn, const IntervalData& d, bool consider) {
     kn.Lwz.leftCols(ndx).noalias() += rw.transpose() * d.Rx.middleRows(ro, n);
     kn.Lwz.rightCols(nth).noalias() += rw.transpose() * kn.Rth.middleRows(ro, n);
     kn.Lww.noalias() += rw.transpose() * rw;
-    if (consider && s.bias_start < 0 && s.kind == MK::SpecificForce) kn.Lwb.rightCols(3).noalias() += rw.transpose() * s.W;
+    if (consider && s.bias_start < 0 && s.kind == MK::SpecificForce)
+      kn.Lwb.middleCols(3, 3).noalias() += rw.transpose() * s.W;  // the accelerometer bias's columns
   }
 }
 

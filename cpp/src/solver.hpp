@@ -16,8 +16,9 @@
 namespace mcoe {
 
 // consider parameters b of the consider analysis: the IMU biases (gyro (3,), accelerometer (3,)) of the readings that
-// do not estimate theirs (mcoe_ros.multibody.interval.imu_bias_jacobian)
-constexpr int kConsider = 6;
+// do not estimate theirs and the orientation reading's rotation offset (3,) (mcoe_ros.multibody.interval.IMU_CONSIDER,
+// imu_bias_jacobian)
+constexpr int kConsider = 9;
 
 struct Prior {
   Vec x_bar, theta_bar;  // (nx,), (ntheta,)

@@ -257,6 +257,12 @@ class ImuBiasConfig:
     #: and moves the payload (docs/realism.md, session 12), which the Gauss–Newton covariance of a bias-free model
     #: cannot show (issue 14, calibrated uncertainty)
     consider: bool = True
+    #: rad about the IMU's x and y axes: the tilt error of the IMU's orientation reading, which comes from the IMU's
+    #: own attitude filter (its accelerometer's bias over g: accelerometer_prior_std / g ≈ 5 mrad, slowly varying),
+    #: added to the published covariances by consider analysis as a constant rotation offset of the reading (with
+    #: ``consider``; whether the biases are estimated or not); noise.orientation is its white part. 0 = off
+    #: (docs/realism.md, session 25)
+    orientation_offset_std: float = 0.005
     gyro_random_walk: float = 1e-3  #: rad/s/sqrt(s)
     accelerometer_random_walk: float = 1e-2  #: m/s^2/sqrt(s)
 

@@ -39,7 +39,7 @@ import pinocchio as pin
 
 from mcoe_ros.estimation.builder import EstimationParameters, ProblemBuilder
 from mcoe_ros.estimation.calibration import ConsistencyScale
-from mcoe_ros.estimation.config import EstimatorConfig
+from mcoe_ros.estimation.config import EstimatorConfig, ImuBiasConfig
 from mcoe_ros.estimation.diagnostics import OK, WARN, Diagnostics
 from mcoe_ros.estimation.drift import TouchdownDrift, relative_to_origin
 from mcoe_ros.estimation.estimate import Estimate
@@ -188,7 +188,7 @@ class Estimator:
             tol_stop=1e-9,
             tol_gap=1e-8,
             final_direction=False,  # the convergence flag of a real-time iteration is not worth a backward pass
-            consider=config.imu_bias.consider and not (config.imu_bias.enabled and config.imu_bias.accelerometer),
+            consider=considers(config.imu_bias),
         )
         self.cold_iterations = int(sol.max_iterations_cold)
         self.cold_per_tick = int(sol.cold_iterations_per_tick) or None  #: None: the cold budget in one tick
@@ -219,11 +219,17 @@ class Estimator:
             )
         self.counters = Counters()
         bias = config.imu_bias
-        #: (6,) gyro, accelerometer bias variances of the consider analysis (imu_bias.consider with the biases, or
-        #: the accelerometer's, not estimated: an estimated bias's columns of the sensitivity are zero), None: off
+        #: (9,) variances of the consider parameters (:data:`mcoe_ros.multibody.interval.IMU_CONSIDER`): gyro and
+        #: accelerometer biases (an estimated bias's columns of the sensitivity are zero) and the orientation
+        #: reading's offset about the IMU's x, y (tilt; its yaw is the integrated gyro, no offset), None: off
         self._bias_variance = None
-        if bias.consider and not (bias.enabled and bias.accelerometer):
-            self._bias_variance = np.r_[np.full(3, bias.gyro_prior_std**2), np.full(3, bias.accelerometer_prior_std**2)]
+        if considers(bias):
+            self._bias_variance = np.r_[
+                np.full(3, bias.gyro_prior_std**2),
+                np.full(3, bias.accelerometer_prior_std**2),
+                np.full(2, bias.orientation_offset_std**2),
+                0.0,
+            ]
         noise = config.noise
         #: horizontal drift of the touch-downs since the odometry origin (published x, y covariance), None: off
         self.drift = None
@@ -981,6 +987,12 @@ class Estimator:
             out["vertical_moment_frozen_solves"] = f"{gate.frozen} of {gate.solves}"
             out["horizontal_excitation_m_s2"] = f"{gate.last_excitation:.3f}"
         return out
+
+
+def considers(bias: ImuBiasConfig) -> bool:
+    """Whether the consider analysis has a parameter to add: ``imu_bias.consider`` with a bias not estimated or the
+    orientation reading's offset (``imu_bias.orientation_offset_std`` > 0)."""
+    return bias.consider and (not (bias.enabled and bias.accelerometer) or bias.orientation_offset_std > 0.0)
 
 
 def _with_payload_part(bias_cov: tuple | None, payload_from: tuple | None) -> tuple | None:

@@ -432,6 +432,11 @@ _TABLE: tuple[Param, ...] = (
         "estimator.imu_bias.accelerometer_prior_std",
         "initial accelerometer bias std, m/s^2",
     ),
+    Param(
+        "imu_bias.orientation_offset_std",
+        "estimator.imu_bias.orientation_offset_std",
+        "tilt error std of the IMU orientation reading (its filter's), added by consider analysis, rad; 0 = off",
+    ),
     Param("imu_bias.gyro_random_walk", "estimator.imu_bias.gyro_random_walk", "gyro bias random walk, rad/s/sqrt(s)"),
     Param(
         "imu_bias.accelerometer_random_walk",
@@ -688,6 +693,7 @@ _BOUNDS = {
     "actuator.min_excitation": NONNEGATIVE,
     **{f"imu_bias.{n}": POSITIVE for n in ("gyro_prior_std", "accelerometer_prior_std")},
     **{f"imu_bias.{n}": POSITIVE for n in ("gyro_random_walk", "accelerometer_random_walk")},
+    "imu_bias.orientation_offset_std": (0.0, 0.5, True),
     "robust.threshold": POSITIVE,
     "robust.covariance_scale_floor": NONNEGATIVE,
     "robust.consistency_lag": POSITIVE,

@@ -140,22 +140,26 @@ class MultibodyIntervalModel(IntervalModel):
             data.Rw[rs, nv:] /= self.dt
 
 
-#: consider parameters of the multibody interval models: b = (gyro bias (3,) rad/s, accelerometer bias (3,) m/s²),
-#: IMU axes, additive on the measurements that do not estimate their bias
-IMU_CONSIDER = ("gyro", "accelerometer")
+#: consider parameters of the multibody interval models: b = (gyro bias (3,) rad/s, accelerometer bias (3,) m/s²,
+#: orientation offset (3,) rad), IMU axes: additive on the gyro and accelerometer readings that do not estimate their
+#: bias, and a rotation R_meas exp(δ) of the orientation reading (its attitude filter's slowly varying tilt error)
+IMU_CONSIDER = ("gyro", "accelerometer", "orientation")
 
 
 def imu_bias_jacobian(
     measurements: Sequence[MeasurementModel], r_slices: Sequence[slice], nr: int
 ) -> np.ndarray | None:
-    """∂r/∂b (nr, 6) of a knot's whitened residual r = W (z − h) in the IMU biases b = (gyro, accelerometer) added to
-    the gyro and accelerometer readings (:data:`IMU_CONSIDER`): W on their rows, zero where a measurement estimates its
-    own bias (``bias`` set: it is in pi, not a consider parameter) and on every other row; None if all zero."""
-    jac = np.zeros((nr, 6))
+    """∂r/∂b (nr, 9) of a knot's whitened residual r = W (z − h) in the consider parameters b of
+    :data:`IMU_CONSIDER`: W on the gyro and accelerometer rows (zero where a measurement estimates its own bias:
+    ``bias`` set, it is in pi), W on the orientation rows (r = W log3(R̂ᵀ R_meas exp(δ)): W Jlog3, = W at a small
+    residual), zero on every other row; None if all zero."""
+    jac = np.zeros((nr, 9))
     for meas, rs in zip(measurements, r_slices, strict=True):
-        if meas.bias is not None:
+        if isinstance(meas, ImuOrientation):
+            jac[rs, 6:9] = meas.W
+        elif meas.bias is not None:
             continue
-        if isinstance(meas, ImuAngularVelocity):
+        elif isinstance(meas, ImuAngularVelocity):
             jac[rs, 0:3] = meas.W
         elif isinstance(meas, ImuSpecificForce):
             jac[rs, 3:6] = meas.W
