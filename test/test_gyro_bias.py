@@ -16,7 +16,7 @@ from mcoe_ros.testing.data import SAMPLE_BAG
 
 #: the sample bag's IMU orientation is the true one with white noise (recorded before the simulator's attitude
 #: filter, session 25): weighed at that white level, the orientation is the witness of the offset added to the gyro
-#: alone below (at the default 0.2 rad, made for an attitude filter's correlated error, the unestimated offset moves the
+#: alone below (at 0.2 rad, the weight of an attitude filter's correlated error, the unestimated offset moves the
 #: payload 0.011 kg and the estimated one 0.017)
 WHITE_ORIENTATION = {"noise.orientation": 0.02}
 GYRO_ONLY = {"imu_bias.enabled": True, "imu_bias.accelerometer": False, **WHITE_ORIENTATION}

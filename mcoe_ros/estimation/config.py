@@ -61,10 +61,11 @@ class NoiseConfig:
     joint_velocity: float = 0.1  #: rad/s
     gyro: float = 0.02  #: rad/s
     #: rad per knot, white: the IMU's orientation reading comes from the IMU's own attitude filter, whose tilt error
-    #: (its accelerometer bias over g, ~5 mrad, and its lean in accelerations) is correlated over ~1 s and whose yaw is
-    #: the integrated gyro: white noise of that error σ_e over a correlation time τ_c carries the information of
-    #: σ_e √(τ_c / dt) per knot (7 mrad, 1 s, 2 ms: 0.16 rad); 0.02 trusted it 10× too much (docs/realism.md session 25)
-    orientation: float = 0.2
+    #: is correlated (its leans, over τ ≈ 0.15–0.5 s) and whose yaw is the integrated gyro: white noise carrying the
+    #: information of an error σ_e correlated over τ has σ_e √(2τ / dt) per knot, measured on the realism suite's
+    #: recordings 0.02–0.20 rad (median 0.13); 0.02 trusted it several times too much. Its slowly varying part:
+    #: ``imu_bias.orientation_offset_std`` (docs/realism.md session 25)
+    orientation: float = 0.1
     accelerometer: float = 0.3  #: m/s^2
     #: the accelerometer measures the interval's realised acceleration a + n_v/dt (the model's plus the process noise
     #: on the base velocity), not the model's a(x, τ̃; θ) alone: the noise the dynamics needs (torque noise, feet that
