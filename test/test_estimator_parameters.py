@@ -156,3 +156,21 @@ def test_contact_acceleration_noise_runs_the_python_solver_with_shaped_noise():
     assert type(feed.estimator.solver).__name__ == "MCOESolver" and out[-1].is_finite()
     knot = feed.estimator.solver.problem.knots[0]
     assert not np.allclose(knot.W, np.diag(np.diag(knot.W)))  # shaped by da/dw: not diagonal
+
+
+def test_the_cold_arrival_prior_holds_roll_and_pitch_at_the_imu_orientations_tilt():
+    """noise.arrival_tilt: a problem built from scratch starts at the IMU's orientation reading; its roll and pitch (the
+    base's rotation about its own x and y, tangent entries 3 and 4) get that reading's tilt accuracy, the other
+    configuration entries (position, yaw, joints: a gauge or the encoders) noise.arrival_position; 0 = the latter."""
+    from mcoe_ros.estimation.estimator import Estimator
+
+    robot = RobotModel()
+    nv = robot.model.nv
+    info = Estimator(EstimatorConfig(noise=NoiseConfig(arrival_tilt=0.02))).builder.arrival_info
+    np.testing.assert_allclose(info[3:5], 0.02**-2.0)
+    np.testing.assert_allclose(np.r_[info[:3], info[5:nv]], 0.05**-2.0)
+    np.testing.assert_allclose(info[nv:], 0.5**-2.0)
+    off = Estimator(EstimatorConfig(noise=NoiseConfig(arrival_tilt=0.0))).builder.arrival_info
+    np.testing.assert_allclose(off[:nv], 0.05**-2.0)
+    with pytest.raises(ConfigError, match="noise.arrival_tilt"):
+        node_config({"noise.arrival_tilt": -0.1})

@@ -286,6 +286,8 @@ class ProblemBuilder:
         self.height_walk = noise.height_random_walk  #: m/sqrt(s), leg-odometry height random walk
         self.ground_height = config.dynamics.ground_height  #: m, odometry frame
         self.arrival_info = np.r_[np.full(nv, noise.arrival_position**-2.0), np.full(nv, noise.arrival_velocity**-2.0)]
+        if noise.arrival_tilt > 0.0:  # the base's rotation about its own x and y (tangent 3:5): roll and pitch
+            self.arrival_info[3:5] = noise.arrival_tilt**-2.0
         self._kin_data = robot.create_data()  # solve-thread scratch
         self._mount = imu_mount(robot)
 

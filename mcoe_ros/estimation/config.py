@@ -140,6 +140,10 @@ class NoiseConfig:
     #: noise covariance (docs/realism.md, "Foot contact ablation")
     contact_acceleration: float = 0.0
     arrival_position: float = 0.05  #: m or rad
+    #: rad, the initial arrival prior on the base's roll and pitch (a problem built from scratch starts from the IMU's
+    #: orientation reading, whose tilt is its attitude filter's: good to ~0.01 rad); 0 = arrival_position. Without it
+    #: a rebuilt window could lean 0.1 rad at a gait transition (docs/realism.md, session 25)
+    arrival_tilt: float = 0.02
     arrival_velocity: float = 0.5  #: m/s or rad/s
 
     def __post_init__(self):

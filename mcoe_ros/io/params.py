@@ -323,6 +323,12 @@ _TABLE: tuple[Param, ...] = (
         "initial arrival prior on configuration, m or rad",
     ),
     Param(
+        "noise.arrival_tilt",
+        "estimator.noise.arrival_tilt",
+        "initial arrival prior on the base roll and pitch (the IMU orientation reading's tilt), rad;"
+        " 0 = arrival_position",
+    ),
+    Param(
         "noise.arrival_velocity",
         "estimator.noise.arrival_velocity",
         "initial arrival prior on velocity, m/s or rad/s",
@@ -667,6 +673,7 @@ _BOUNDS = {
     "noise.realised_standing_time": (0.0, 10.0, True),
     "noise.realised_flight_time": (0.0, 10.0, True),
     **{f"noise.{n}": POSITIVE for n in ("arrival_position", "arrival_velocity")},
+    "noise.arrival_tilt": (0.0, 1.0, True),
     "noise.joint_torque": NONNEGATIVE,
     "noise.contact_acceleration": NONNEGATIVE,
     "noise.foot_height": NONNEGATIVE,
