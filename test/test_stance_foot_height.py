@@ -87,7 +87,9 @@ def test_estimator_with_the_stance_foot_height_runs_both_solvers():
     plain = first_estimates(
         SensorFeed(node_config({**over, "noise.stance_foot_height": 0.0, "solver.backend": "python"})), 3
     )
-    assert abs(plain[-1].position[2] - out[-1].position[2]) > 1e-6
+    # ~0.8 µm in these three 0.06 s windows (their cold start holds the tilt at the IMU's, noise.arrival_tilt); the
+    # solver reproduces a run to ~1e-12
+    assert abs(plain[-1].position[2] - out[-1].position[2]) > 1e-7
     # the published height's variance carries one row's (the flat ground's common error), the plain run's does not
     assert feed.estimator.ground_variance == pytest.approx(0.01**2)
     assert all(e.pose_cov[2, 2] > 0.01**2 for e in out)
