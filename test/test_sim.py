@@ -417,6 +417,8 @@ def test_attitude_filter_carries_the_accelerometer_bias_and_integrates_the_gyro_
         np.testing.assert_allclose(last[:2], [ba[1] / 9.81, -ba[0] / 9.81], atol=6e-4)
         assert abs(first[2]) < 1e-4
         np.testing.assert_allclose(last[2], bg[2] * 4.0, rtol=0.1, atol=1e-3)
+    # the bag's Imu orientation covariance carries the filter's bias tilt
+    assert sm.imu_variances()[0] == pytest.approx(noise.orientation_std**2 + (noise.acc_bias_std / 9.81) ** 2)
     # the oracle (gain 0): the true orientation with its white noise; no noise at all: exactly the truth
     oracle = SensorModel(replace(noise, attitude_filter_gain=0.0), 0, dt=0.002)
     assert np.linalg.norm(_rpy(oracle.measure(truth).quat)[:2]) < 0.02

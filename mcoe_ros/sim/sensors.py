@@ -201,13 +201,15 @@ class SensorModel:
         return filt
 
     def imu_variances(self) -> tuple[float, float, float]:
-        """Per-axis variances (orientation rad^2, gyro (rad/s)^2, accel (m/s^2)^2) incl. bias spread.
+        """Per-axis variances (orientation rad^2, gyro (rad/s)^2, accel (m/s^2)^2) incl. bias spread (the attitude
+        filter's orientation: its accelerometer bias's tilt, acc_bias_std / g, at least).
 
         Floored at 1e-12 because an all-zero covariance means "unknown" in sensor_msgs/Imu.
         """
         nz = self.noise
+        filtered = (nz.acc_bias_std / GRAVITY) ** 2 if nz.attitude_filter_gain > 0.0 else 0.0
         return (
-            max(nz.orientation_std**2, 1e-12),
+            max(nz.orientation_std**2 + filtered, 1e-12),
             max(nz.gyro_std**2 + nz.gyro_bias_std**2, 1e-12),
             max(nz.acc_std**2 + nz.acc_bias_std**2, 1e-12),
         )
