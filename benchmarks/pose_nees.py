@@ -84,10 +84,7 @@ def run(series, t0: float, overrides: dict, residuals: bool) -> tuple[list, np.n
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--profile", default="", help="run the cases on this profile (e.g. hard-floor)")
-    ap.add_argument("--seed", type=int, default=rs.SEED)
-    ap.add_argument("--only", default=DEFAULT_CASES, help="comma-separated case names (substring match)")
-    ap.add_argument("--keep", default="", help="write/reuse the simulated bags in this directory")
+    rs.add_case_arguments(ap, DEFAULT_CASES)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="estimator parameter override")
     ap.add_argument("--unbias-acc", action="store_true", help="subtract the simulated mean accelerometer bias")
     ap.add_argument("--unbias-gyro", action="store_true", help="subtract the simulated mean gyro bias")

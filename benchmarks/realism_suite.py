@@ -211,6 +211,15 @@ class Result:
     extra: dict = field(default_factory=dict)
 
 
+def add_case_arguments(ap, only: str) -> None:
+    """The case-selecting options of the scripts that run the suite's recordings (``--profile``, ``--seed``, ``--only``
+    with default ``only``, ``--keep``) on an ``argparse.ArgumentParser``."""
+    ap.add_argument("--profile", default="", help="run the cases on this profile (e.g. hard-floor)")
+    ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--only", default=only, help="comma-separated case names (substring match)")
+    ap.add_argument("--keep", default="", help="write/reuse the simulated bags in this directory")
+
+
 def select_cases(quick: bool, only: str = "", profile: str = "") -> list[Case]:
     """The quick or full case list, filtered by ``only`` (comma-separated substrings of the case names); with a
     ``profile``, the selected cases of the ``real`` profile on that profile instead (the others dropped)."""
