@@ -63,6 +63,26 @@ def test_relative_to_origin_removes_the_anchor_on_x_y_only():
     assert np.array_equal(clipped[2:, 2:], small[2:, 2:])
 
 
+def test_relative_to_origin_stays_positive_definite_when_the_subtraction_is_noisy():
+    """A sway's relative x variance (1e-8 m²) below the anchor's numerical noise, with x correlated to pitch at 0.95:
+    the plain block subtraction would leave x–pitch correlations above 1; the Schur-complement floor keeps the matrix
+    positive definite, touches only the x, y block, and leaves a consistent matrix as the plain subtraction does."""
+    rel = np.diag([1e-8, 1e-8, 1e-4, 4e-6, 4e-6, 9e-6])
+    rel[0, 4] = rel[4, 0] = 0.95 * np.sqrt(1e-8 * 4e-6)
+    rel[1, 3] = rel[3, 1] = -0.95 * np.sqrt(1e-8 * 4e-6)
+    noisy = rel.copy()
+    noisy[:2, :2] += 0.05**2 * np.eye(2) - 5e-9 * np.eye(2)  # the anchor, minus half the relative variance of noise
+    out = relative_to_origin(noisy, 0.05)
+    assert np.linalg.eigvalsh(out).min() > 0.0
+    corr = out / np.sqrt(np.outer(np.diag(out), np.diag(out)))
+    assert np.abs(corr[np.triu_indices(6, 1)]).max() < 1.0
+    assert np.array_equal(out[2:, 2:], noisy[2:, 2:]) and np.array_equal(out[:2, 2:], noisy[:2, 2:])
+    # consistent input: the same as the plain subtraction
+    clean = rel.copy()
+    clean[:2, :2] += 0.05**2 * np.eye(2)
+    assert np.allclose(relative_to_origin(clean, 0.05), rel, atol=1e-15, rtol=1e-9)
+
+
 def test_each_touch_down_counts_once_with_its_landing_speed(go1):
     """A landing adds τ ‖v_foot‖ (the state at the touch-down knot), follows the newest estimate while its knot is in
     the window, is frozen when the knot leaves; no touch-down at a window's unknown first knot or after a detector

@@ -268,6 +268,15 @@ class ImuBiasConfig:
     #: ``consider``; whether the biases are estimated or not); noise.orientation is its white part. 0 = off
     #: (docs/realism.md, session 25)
     orientation_offset_std: float = 0.005
+    #: with the biases not estimated: learn the gyro's horizontal bias from the orientation reading's long-term tilt
+    #: (:class:`mcoe_ros.estimation.gyro_bias.GyroBiasTracker`, a 6-state Kalman filter outside the window), subtract
+    #: it from every gyro sample and let the consider analysis add its remaining uncertainty instead of
+    #: gyro_prior_std (docs/realism.md, session 26: the window's unestimated gyro bias leans the tilt by ~1.5 s x b)
+    attitude_tracking: bool = True
+    #: rad: the reading's tilt error per tracker update (its filter's fluctuations, 1-12 mrad on the suite)
+    attitude_tracking_error: float = 0.015
+    #: s between tracker updates: no shorter than the reading's error correlation time (0.15-0.5 s on the suite)
+    attitude_tracking_interval: float = 0.5
     gyro_random_walk: float = 1e-3  #: rad/s/sqrt(s)
     accelerometer_random_walk: float = 1e-2  #: m/s^2/sqrt(s)
 

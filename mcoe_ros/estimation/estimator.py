@@ -44,6 +44,7 @@ from mcoe_ros.estimation.diagnostics import OK, WARN, Diagnostics
 from mcoe_ros.estimation.drift import TouchdownDrift, relative_to_origin
 from mcoe_ros.estimation.estimate import Estimate
 from mcoe_ros.estimation.excitation import ActuatorGuard, LegMassGate, VerticalMomentGate, leg_joint_indices
+from mcoe_ros.estimation.gyro_bias import GyroBiasTracker
 from mcoe_ros.estimation.propagation import Odometry, Propagator, Rebase
 from mcoe_ros.estimation.samples import (
     InvalidSample,
@@ -76,6 +77,12 @@ COST_OUTLIER = 100.0
 CHI2_OUTLIER = 100.0
 MASS_STEP_MIN = 1.0  #: kg
 MASS_STEP_SIGMAS = 4.0
+
+
+#: s: the published estimate's tilt follows an error of the gyro's bias with a lag of ~1.5 s (the window's
+#: orientation weight against the gyro's; docs/realism.md session 26), so the consider analysis takes the
+#: attitude tracker's std low-passed over this time, not its newest value (which the estimate has not caught up with)
+TRACKED_BIAS_MEMORY = 2.0
 
 
 @dataclass
@@ -231,6 +238,19 @@ class Estimator:
                 0.0,
             ]
         noise = config.noise
+        #: the gyro's bias learnt from the orientation reading (imu_bias.attitude_tracking), subtracted from every gyro
+        #: sample; None: off (or the biases estimated in the window)
+        self.gyro_tracker = None
+        if bias.attitude_tracking and not bias.enabled:
+            self.gyro_tracker = GyroBiasTracker(
+                bias.gyro_prior_std,
+                bias.gyro_random_walk,
+                noise.gyro * np.sqrt(config.grid.dt),  # white noise per sample -> density, rad/sqrt(s)
+                bias.attitude_tracking_error,
+                bias.attitude_tracking_interval,
+                max_gap=config.grid.max_gap,
+            )
+        self._tracked_std = np.full(3, bias.gyro_prior_std)  #: rad/s, see add_imu
         #: horizontal drift of the touch-downs since the odometry origin (published x, y covariance), None: off
         self.drift = None
         if noise.odometry_slip_time > 0.0:
@@ -280,6 +300,15 @@ class Estimator:
             return False
         if repaired:
             self.stats.repaired["unnormalised_quaternion"] += 1
+        tracker = self.gyro_tracker
+        if tracker is not None:
+            w, x, y, z = sample.quat
+            t_last = tracker.last_t
+            tracker.add(sample.t, pin.Quaternion(w, x, y, z).toRotationMatrix(), sample.gyro)
+            sample = replace(sample, gyro=sample.gyro - tracker.bias, gyro_bias=tracker.bias.copy())
+            # the consider analysis's gyro std: the tracker's, low-passed over the estimate's memory of the gyro
+            step = min(max(sample.t - t_last, 0.0) / TRACKED_BIAS_MEMORY, 1.0) if t_last is not None else 0.0
+            self._tracked_std += step * (np.sqrt(tracker.variance) - self._tracked_std)
         return self.window.push_imu(sample)
 
     def count_invalid(self, err: InvalidSample) -> None:
@@ -886,7 +915,10 @@ class Estimator:
         sens = solver.consider_sensitivity
         if sens is None:
             return est
-        add = (sens * self._bias_variance) @ sens.T
+        variance = self._bias_variance
+        if self.gyro_tracker is not None:  # the gyro's bias as far as the tracker has not learnt it
+            variance = np.r_[self._tracked_std**2, variance[3:]]
+        add = (sens * variance) @ sens.T
         pose, twist, pi_cov = self._published_blocks(add, x, est.theta, solver.problem.ndx)
         npl = len(est.payload_pi)
         payload = pi_cov[:npl, :npl]
@@ -961,6 +993,12 @@ class Estimator:
         """The identified IMU biases, actuator parameters and leg mass deviation of the last good estimate (value ±
         std), or the unestimated IMU biases' share of its standard deviations (``imu_bias.consider``)."""
         est, out = self.last_good, {}
+        tracker = self.gyro_tracker
+        if tracker is not None:  # imu_bias.attitude_tracking: subtracted from the gyro before the window
+            sd = np.sqrt(tracker.variance)
+            out.update(
+                {f"gyro_bias_tracked_{a}_rad_s": f"{tracker.bias[i]:.5f} ± {sd[i]:.5f}" for i, a in enumerate("xyz")}
+            )
         if est is None:
             return out
         if est.bias_cov is not None:

@@ -151,10 +151,11 @@ class LegKinematicsEkf:
     def step(self, knot, dt: float, still=None) -> None:
         """Predict over dt with a grid knot's IMU sample (:class:`mcoe_ros.estimation.window.GridKnot`), then the
         zero-velocity update on the feet ``still`` (nfeet,) (None: its detected stance feet) and the ground update on
-        its detected stance feet."""
-        self.predict(dt, knot.imu.quat, knot.imu.gyro, knot.imu.acc)
+        its detected stance feet. The gyro is the sensor's (``raw_gyro``): a baseline does not get the estimator's
+        tracked gyro bias."""
+        self.predict(dt, knot.imu.quat, knot.imu.raw_gyro, knot.imu.acc)
         feet = knot.contacts if still is None else still
-        self.update(knot.imu.quat, knot.imu.gyro, knot.joint.q, knot.joint.dq, feet)
+        self.update(knot.imu.quat, knot.imu.raw_gyro, knot.joint.q, knot.joint.dq, feet)
         self.update_ground_height(knot.imu.quat, knot.joint.q, knot.contacts)
         self.close_step()
 

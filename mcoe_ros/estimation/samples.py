@@ -41,12 +41,20 @@ class JointSample:
 
 @dataclass
 class ImuSample:
-    """IMU in its own frame: quat (w, x, y, z) of the IMU frame in the world, gyro rad/s, acc m/s^2 (specific force)."""
+    """IMU in its own frame: quat (w, x, y, z) of the IMU frame in the world, gyro rad/s, acc m/s^2 (specific force);
+    gyro_bias (3,) rad/s: what the estimator has already subtracted from ``gyro`` (``imu_bias.attitude_tracking``;
+    ``gyro + gyro_bias`` is the sensor's reading), zeros for a raw sample."""
 
     t: float
     quat: np.ndarray
     gyro: np.ndarray
     acc: np.ndarray
+    gyro_bias: np.ndarray = field(default_factory=lambda: np.zeros(3))
+
+    @property
+    def raw_gyro(self) -> np.ndarray:
+        """(3,) rad/s, the gyro as the sensor reported it."""
+        return self.gyro + self.gyro_bias
 
 
 _SEQUENCE = itertools.count(1)  # orders the last errors of different SampleStats when they are merged
@@ -261,4 +269,10 @@ def interp_imu(buf: StampedBuffer, t: float) -> ImuSample | None:
     a, b, w = br
     qb = b.quat if float(a.quat @ b.quat) >= 0.0 else -b.quat
     quat = (1 - w) * a.quat + w * qb
-    return ImuSample(t, quat / np.linalg.norm(quat), (1 - w) * a.gyro + w * b.gyro, (1 - w) * a.acc + w * b.acc)
+    return ImuSample(
+        t,
+        quat / np.linalg.norm(quat),
+        (1 - w) * a.gyro + w * b.gyro,
+        (1 - w) * a.acc + w * b.acc,
+        (1 - w) * a.gyro_bias + w * b.gyro_bias,
+    )

@@ -443,6 +443,22 @@ _TABLE: tuple[Param, ...] = (
         "estimator.imu_bias.orientation_offset_std",
         "tilt error std of the IMU orientation reading (its filter's), added by consider analysis, rad; 0 = off",
     ),
+    Param(
+        "imu_bias.attitude_tracking",
+        "estimator.imu_bias.attitude_tracking",
+        "with the biases not estimated, learn the gyro's horizontal bias from the orientation reading's long-term tilt"
+        " and subtract it (its uncertainty replaces gyro_prior_std in the consider analysis)",
+    ),
+    Param(
+        "imu_bias.attitude_tracking_error",
+        "estimator.imu_bias.attitude_tracking_error",
+        "tilt error std of the orientation reading per attitude-tracking update, rad",
+    ),
+    Param(
+        "imu_bias.attitude_tracking_interval",
+        "estimator.imu_bias.attitude_tracking_interval",
+        "time between attitude-tracking updates (no shorter than the reading's error correlation time), s",
+    ),
     Param("imu_bias.gyro_random_walk", "estimator.imu_bias.gyro_random_walk", "gyro bias random walk, rad/s/sqrt(s)"),
     Param(
         "imu_bias.accelerometer_random_walk",
@@ -701,6 +717,8 @@ _BOUNDS = {
     **{f"imu_bias.{n}": POSITIVE for n in ("gyro_prior_std", "accelerometer_prior_std")},
     **{f"imu_bias.{n}": POSITIVE for n in ("gyro_random_walk", "accelerometer_random_walk")},
     "imu_bias.orientation_offset_std": (0.0, 0.5, True),
+    "imu_bias.attitude_tracking_error": (0.0, 1.0, False),
+    "imu_bias.attitude_tracking_interval": (0.0, 60.0, False),
     "robust.threshold": POSITIVE,
     "robust.covariance_scale_floor": NONNEGATIVE,
     "robust.consistency_lag": POSITIVE,
