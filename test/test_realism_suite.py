@@ -93,3 +93,24 @@ def test_profile_option_runs_the_real_cases_on_another_floor(suite):
     assert sorted(c.name for c in hard) == ["squat-sway_5kg-off_hard-floor_4s", "walk_5kg-off_hard-floor_4s"]
     with pytest.raises(ValueError, match="unknown profile 'marble'"):
         suite.select_cases(True, "", "marble")
+
+
+def test_identification_table_has_the_tracked_gyro_bias_and_the_models_only_when_run(suite):
+    case = suite.select_cases(False, "walk_5kg-off_real")[0]
+    meta = {
+        "gyro_bias_mean": [0.021, -0.026, 0.004],
+        "acc_bias_mean": [0.01, 0.02, -0.03],
+        "actuator_losses": {
+            "viscous_Nms_per_rad": [1.0, 1.5, 2.0],
+            "coulomb_Nm": [0.2, 0.2, 0.2],
+            "rotor_inertia_kgm2": [0.01, 0.01, 0.01],
+        },
+    }
+    oe = {"gyro_bias_tracked": [0.017, -0.018, 0.0, 0.0044, 0.0044, 0.0102]}
+    plain = suite.render_ident([(case, meta, oe, None)]).splitlines()
+    assert plain[0].count("|") == 3 and "OE+m" not in plain[0]
+    assert "(21.0, -26.0, 4.0) / (17.0, -18.0, 0.0) ± (4.4, 4.4, 10.2)" in plain[2]
+    models = {"imu_bias": [0.02, -0.025, 0.003, 0.0, 0.0, 0.0], "actuator": {"viscous_hip": 1.1}}
+    full = suite.render_ident([(case, meta, oe, models)]).splitlines()
+    assert "OE+m gyro" in full[0] and full[0].count("|") == full[2].count("|") == 8
+    assert "(20.0, -25.0, 3.0)" in full[2]
