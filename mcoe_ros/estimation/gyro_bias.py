@@ -33,10 +33,10 @@ import pinocchio as pin
 class GyroBiasTracker:
     """Gyro bias b̂ (3,) rad/s, IMU frame, and its covariance (3, 3) from the gyro and the orientation reading.
 
-    prior_std: rad/s per axis (the initial bias spread); random_walk: rad/s/√s; gyro_noise: rad/s/√Hz-equivalent
-    white-noise density of the gyro (rad/√s); error: rad, the reading's tilt error per update; interval: s between
-    updates; max_gap: s, a longer gap between two samples restarts the attitude from the reading (b̂ and its
-    covariance, grown by the random walk over the gap, are kept).
+    prior_std: rad/s per axis (the initial bias spread); random_walk: rad/s/√s; gyro_noise: the gyro's white-noise
+    density, rad/√s; error: rad, the reading's tilt error per update; interval: s between updates; max_gap: s, a
+    longer gap between two samples restarts the attitude from the reading (b̂ and its covariance, grown by the random
+    walk over the gap, are kept).
     """
 
     def __init__(
@@ -72,13 +72,6 @@ class GyroBiasTracker:
     def variance(self) -> np.ndarray:
         """(3,) variances of b̂, (rad/s)²."""
         return np.diag(self.cov)[3:].copy()
-
-    def reset(self) -> None:
-        """Forget everything (the next sample starts again from the prior)."""
-        self.bias[:] = 0.0
-        self._rot = None
-        self._started = False
-        self.updates = 0
 
     def add(self, t: float, rot: np.ndarray, gyro: np.ndarray) -> None:
         """One IMU sample: time s, the reading R_r (3, 3) IMU frame to world, the gyro (3,) rad/s (IMU frame)."""
