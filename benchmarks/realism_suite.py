@@ -308,7 +308,7 @@ def run_oe(series, t0: float, pi_true, odom, overrides: dict, with_ekf: bool) ->
         if ekf is None:
             continue
         for knot in ekf.update():
-            q = pin.Quaternion(*knot.imu.quat)  # w, x, y, z: base orientation from the IMU (as the EKF uses)
+            q = pin.Quaternion(*knot.imu.raw_quat)  # w, x, y, z: base orientation from the IMU (as the EKF uses)
             ekf_track.append((knot.t + (est.epoch or 0.0), ekf.position, np.array([q.x, q.y, q.z, q.w])))
     good = [e for e in history if e.source != "hold"] or history
     LAST_HISTORY[:] = good
@@ -761,8 +761,9 @@ URDF, which no payload body can represent.
 ## Identified biases and actuator parameters vs simulated
 
 OE+m = `imu_bias.enabled` + `actuator.enabled`. Simulated bias = the mean over the bag of the random-walking bias;
-OE tracked = the gyro bias the default OE learnt from the IMU's orientation reading by the end of the case
-(`imu_bias.attitude_tracking`, ± its std; the vertical axis is not observable that way and stays at its prior);
+OE tracked = the gyro bias the default OE learnt by the end of the case, ± its std: the horizontal axes from the
+IMU's orientation reading (`imu_bias.attitude_tracking`), the vertical one from the settled stance feet
+(`imu_bias.stance_yaw`);
 simulated rotor inertia = MuJoCo armature; the estimator has no torque-constant or offset model (the simulator's
 +3 % / 0.05 N m are not identifiable by it).
 

@@ -366,16 +366,16 @@ def run_ekfs(bag: dict, knots: list, epoch: float, est: Estimator, ground_std: f
         track = [(times[0], ekf.position, quat_xyzw(knots[0]))]
         for j in range(1, len(knots)):
             knot = knots[j]
-            ekf.predict(est.dt, knot.imu.quat, knot.imu.raw_gyro, knot.imu.acc)
-            ekf.update(knot.imu.quat, knot.imu.raw_gyro, knot.joint.q, knot.joint.dq, tuple(measured[j]))
-            ekf.update_ground_height(knot.imu.quat, knot.joint.q, tuple(flags[j]))
+            ekf.predict(est.dt, knot.imu.raw_quat, knot.imu.raw_gyro, knot.imu.acc)
+            ekf.update(knot.imu.raw_quat, knot.imu.raw_gyro, knot.joint.q, knot.joint.dq, tuple(measured[j]))
+            ekf.update_ground_height(knot.imu.raw_quat, knot.joint.q, tuple(flags[j]))
             track.append((times[j], ekf.position, quat_xyzw(knot)))
         rows[name] = traj_metrics(track, bag)
     return rows
 
 
 def quat_xyzw(knot) -> np.ndarray:
-    w, x, y, z = knot.imu.quat
+    w, x, y, z = knot.imu.raw_quat
     return np.array([x, y, z, w])
 
 

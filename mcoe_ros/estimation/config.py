@@ -277,6 +277,13 @@ class ImuBiasConfig:
     attitude_tracking_error: float = 0.015
     #: s between tracker updates: no shorter than the reading's error correlation time (0.15-0.5 s on the suite)
     attitude_tracking_interval: float = 0.5
+    #: with attitude_tracking: learn the gyro's bias about the world vertical, which the reading cannot see, from the
+    #: settled stance feet's turn in the IMU frame against the integrated gyro
+    #: (:class:`mcoe_ros.estimation.gyro_bias.StanceYaw`; intervals of at most attitude_tracking_interval)
+    stance_yaw: bool = True
+    #: m/s: the speed std of a settled foot relative to the others (creep, sinking, encoders; its rolling is
+    #: compensated), 2-4 mm/s on the suite's floors (docs/realism.md, session 27)
+    stance_yaw_foot_speed: float = 0.003
     gyro_random_walk: float = 1e-3  #: rad/s/sqrt(s)
     accelerometer_random_walk: float = 1e-2  #: m/s^2/sqrt(s)
 

@@ -44,7 +44,7 @@ from mcoe_ros.estimation.diagnostics import OK, WARN, Diagnostics
 from mcoe_ros.estimation.drift import TouchdownDrift, relative_to_origin
 from mcoe_ros.estimation.estimate import Estimate
 from mcoe_ros.estimation.excitation import ActuatorGuard, LegMassGate, VerticalMomentGate, leg_joint_indices
-from mcoe_ros.estimation.gyro_bias import GyroBiasTracker
+from mcoe_ros.estimation.gyro_bias import GyroBiasTracker, StanceYaw
 from mcoe_ros.estimation.propagation import Odometry, Propagator, Rebase
 from mcoe_ros.estimation.samples import (
     InvalidSample,
@@ -56,6 +56,7 @@ from mcoe_ros.estimation.samples import (
 from mcoe_ros.estimation.window import GridKnot, SlidingWindow
 from mcoe_ros.multibody import compiled
 from mcoe_ros.multibody.contact import ContactDetector
+from mcoe_ros.multibody.imu import rotation_quaternion
 from mcoe_ros.multibody.inertia import is_physically_consistent
 from mcoe_ros.multibody.robot import RobotModel
 from mcoe_ros.ocp.solver import MCOESolver, SolverOptions
@@ -251,6 +252,18 @@ class Estimator:
                 max_gap=config.grid.max_gap,
             )
         self._tracked_std = np.full(3, bias.gyro_prior_std)  #: rad/s, see add_imu
+        #: the vertical gyro bias from the settled stance feet (imu_bias.stance_yaw), fused into gyro_tracker; None: off
+        self.stance_yaw = None
+        if self.gyro_tracker is not None and bias.stance_yaw:
+            self.stance_yaw = StanceYaw(
+                robot,
+                bias.stance_yaw_foot_speed,
+                self.gyro_tracker.gyro_noise,
+                bias.attitude_tracking_interval,
+                config.grid.dt,
+                config.dynamics.rolling_radius,
+            )
+        self._stance_yaw_t = -np.inf  #: s, the newest knot given to stance_yaw
         #: horizontal drift of the touch-downs since the odometry origin (published x, y covariance), None: off
         self.drift = None
         if noise.odometry_slip_time > 0.0:
@@ -304,8 +317,13 @@ class Estimator:
         if tracker is not None:
             w, x, y, z = sample.quat
             t_last = tracker.last_t
-            tracker.add(sample.t, pin.Quaternion(w, x, y, z).toRotationMatrix(), sample.gyro)
+            rot = pin.Quaternion(w, x, y, z).toRotationMatrix()
+            tracker.add(sample.t, rot, sample.gyro)
             sample = replace(sample, gyro=sample.gyro - tracker.bias, gyro_bias=tracker.bias.copy())
+            if self.stance_yaw is not None:  # the reading's yaw drifts at the vertical bias: the tracker's instead
+                offset = tracker.heading_offset(rot)
+                turned = rotation_quaternion(pin.exp3(np.array([0.0, 0.0, offset])) @ rot)
+                sample = replace(sample, quat=np.array([turned.w, turned.x, turned.y, turned.z]), yaw_offset=offset)
             # the consider analysis's gyro std: the tracker's, low-passed over the estimate's memory of the gyro
             step = min(max(sample.t - t_last, 0.0) / TRACKED_BIAS_MEMORY, 1.0) if t_last is not None else 0.0
             self._tracked_std += step * (np.sqrt(tracker.variance) - self._tracked_std)
@@ -355,6 +373,25 @@ class Estimator:
         if self.rls is not None:
             for i in range(new, 0, -1):
                 self.rls.update(self.window.knots[-i])
+        if self.stance_yaw is not None:
+            self._feed_stance_yaw()
+
+    def _feed_stance_yaw(self) -> None:
+        """Give :attr:`stance_yaw` the knots whose contact flags became final since the last call, and fuse each
+        interval it closes into the gyro tracker."""
+        final, knots = self.window.final_t, self.window.knots
+        start = len(knots)
+        while start > 0 and knots[start - 1].t > self._stance_yaw_t:
+            start -= 1
+        tracker = self.gyro_tracker
+        for i in range(start, len(knots)):
+            knot = knots[i]
+            if knot.t > final:
+                break
+            self._stance_yaw_t = knot.t
+            out = self.stance_yaw.add(knot, tracker.bias)
+            if out is not None:
+                tracker.fuse_rate(*out)
 
     def propagate(self) -> Odometry | None:
         """Step the input-rate odometry through the IMU samples accepted since the last call (each with the newest
@@ -999,6 +1036,8 @@ class Estimator:
             out.update(
                 {f"gyro_bias_tracked_{a}_rad_s": f"{tracker.bias[i]:.5f} ± {sd[i]:.5f}" for i, a in enumerate("xyz")}
             )
+            if self.stance_yaw is not None:  # the stance feet's intervals: fused, and rejected by the gate
+                out["stance_yaw_intervals"] = f"{tracker.rate_updates} fused, {tracker.rejected} rejected"
         if est is None:
             return out
         if est.bias_cov is not None:

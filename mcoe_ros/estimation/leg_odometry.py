@@ -153,10 +153,10 @@ class LegKinematicsEkf:
         zero-velocity update on the feet ``still`` (nfeet,) (None: its detected stance feet) and the ground update on
         its detected stance feet. The gyro is the sensor's (``raw_gyro``): a baseline does not get the estimator's
         tracked gyro bias."""
-        self.predict(dt, knot.imu.quat, knot.imu.raw_gyro, knot.imu.acc)
+        self.predict(dt, knot.imu.raw_quat, knot.imu.raw_gyro, knot.imu.acc)
         feet = knot.contacts if still is None else still
-        self.update(knot.imu.quat, knot.imu.raw_gyro, knot.joint.q, knot.joint.dq, feet)
-        self.update_ground_height(knot.imu.quat, knot.joint.q, knot.contacts)
+        self.update(knot.imu.raw_quat, knot.imu.raw_gyro, knot.joint.q, knot.joint.dq, feet)
+        self.update_ground_height(knot.imu.raw_quat, knot.joint.q, knot.contacts)
         self.close_step()
 
     @property

@@ -43,18 +43,29 @@ class JointSample:
 class ImuSample:
     """IMU in its own frame: quat (w, x, y, z) of the IMU frame in the world, gyro rad/s, acc m/s^2 (specific force);
     gyro_bias (3,) rad/s: what the estimator has already subtracted from ``gyro`` (``imu_bias.attitude_tracking``;
-    ``gyro + gyro_bias`` is the sensor's reading), zeros for a raw sample."""
+    ``gyro + gyro_bias`` is the sensor's reading), zeros for a raw sample; yaw_offset rad: the turn about the world
+    vertical the estimator has given the reading's orientation (``imu_bias.stance_yaw``), 0 for a raw sample."""
 
     t: float
     quat: np.ndarray
     gyro: np.ndarray
     acc: np.ndarray
     gyro_bias: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    yaw_offset: float = 0.0
 
     @property
     def raw_gyro(self) -> np.ndarray:
         """(3,) rad/s, the gyro as the sensor reported it."""
         return self.gyro + self.gyro_bias
+
+    @property
+    def raw_quat(self) -> np.ndarray:
+        """(4,) (w, x, y, z), the orientation as the sensor reported it."""
+        if self.yaw_offset == 0.0:
+            return self.quat
+        c, s = np.cos(0.5 * self.yaw_offset), np.sin(0.5 * self.yaw_offset)
+        w, x, y, z = self.quat  # exp(-yaw_offset e_z) * quat
+        return np.array([c * w + s * z, c * x + s * y, c * y - s * x, c * z - s * w])
 
 
 _SEQUENCE = itertools.count(1)  # orders the last errors of different SampleStats when they are merged
@@ -275,4 +286,5 @@ def interp_imu(buf: StampedBuffer, t: float) -> ImuSample | None:
         (1 - w) * a.gyro + w * b.gyro,
         (1 - w) * a.acc + w * b.acc,
         (1 - w) * a.gyro_bias + w * b.gyro_bias,
+        (1 - w) * a.yaw_offset + w * b.yaw_offset,
     )

@@ -112,6 +112,11 @@ class SlidingWindow:
         return list(self.knots)
 
     @property
+    def final_t(self) -> float:
+        """s: the knots up to this time keep their contact flags from now on (those of the last snapshot)."""
+        return self._snapshot_t
+
+    @property
     def full(self) -> bool:
         return len(self.knots) == self.n_knots
 

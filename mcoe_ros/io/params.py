@@ -459,6 +459,17 @@ _TABLE: tuple[Param, ...] = (
         "estimator.imu_bias.attitude_tracking_interval",
         "time between attitude-tracking updates (no shorter than the reading's error correlation time), s",
     ),
+    Param(
+        "imu_bias.stance_yaw",
+        "estimator.imu_bias.stance_yaw",
+        "with attitude_tracking, learn the gyro's bias about the world vertical from the settled stance feet's turn"
+        " against the integrated gyro (intervals of at most attitude_tracking_interval)",
+    ),
+    Param(
+        "imu_bias.stance_yaw_foot_speed",
+        "estimator.imu_bias.stance_yaw_foot_speed",
+        "speed std of a settled foot relative to the others (creep, sinking, encoders; its rolling taken out), m/s",
+    ),
     Param("imu_bias.gyro_random_walk", "estimator.imu_bias.gyro_random_walk", "gyro bias random walk, rad/s/sqrt(s)"),
     Param(
         "imu_bias.accelerometer_random_walk",
@@ -719,6 +730,7 @@ _BOUNDS = {
     "imu_bias.orientation_offset_std": (0.0, 0.5, True),
     "imu_bias.attitude_tracking_error": (0.0, 1.0, False),
     "imu_bias.attitude_tracking_interval": (0.0, 60.0, False),
+    "imu_bias.stance_yaw_foot_speed": (0.0, 1.0, False),
     "robust.threshold": POSITIVE,
     "robust.covariance_scale_floor": NONNEGATIVE,
     "robust.consistency_lag": POSITIVE,
