@@ -50,13 +50,13 @@ from mcoe_ros.estimation.samples import (
     InvalidSample,
     PlausibilityLimits,
     SampleStats,
+    turned_about_vertical,
     validate_imu,
     validate_joint,
 )
 from mcoe_ros.estimation.window import GridKnot, SlidingWindow
 from mcoe_ros.multibody import compiled
 from mcoe_ros.multibody.contact import ContactDetector
-from mcoe_ros.multibody.imu import rotation_quaternion
 from mcoe_ros.multibody.inertia import is_physically_consistent
 from mcoe_ros.multibody.robot import RobotModel
 from mcoe_ros.ocp.solver import MCOESolver, SolverOptions
@@ -319,11 +319,13 @@ class Estimator:
             t_last = tracker.last_t
             rot = pin.Quaternion(w, x, y, z).toRotationMatrix()
             tracker.add(sample.t, rot, sample.gyro)
-            sample = replace(sample, gyro=sample.gyro - tracker.bias, gyro_bias=tracker.bias.copy())
+            quat, offset = sample.quat, 0.0
             if self.stance_yaw is not None:  # the reading's yaw drifts at the vertical bias: the tracker's instead
                 offset = tracker.heading_offset(rot)
-                turned = rotation_quaternion(pin.exp3(np.array([0.0, 0.0, offset])) @ rot)
-                sample = replace(sample, quat=np.array([turned.w, turned.x, turned.y, turned.z]), yaw_offset=offset)
+                quat = turned_about_vertical(quat, offset)
+            sample = replace(
+                sample, quat=quat, gyro=sample.gyro - tracker.bias, gyro_bias=tracker.bias.copy(), yaw_offset=offset
+            )
             # the consider analysis's gyro std: the tracker's, low-passed over the estimate's memory of the gyro
             step = min(max(sample.t - t_last, 0.0) / TRACKED_BIAS_MEMORY, 1.0) if t_last is not None else 0.0
             self._tracked_std += step * (np.sqrt(tracker.variance) - self._tracked_std)

@@ -29,6 +29,8 @@ the reading moves δθ, not b̂ (it does not grow with time).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pinocchio as pin
 
@@ -39,12 +41,12 @@ from mcoe_ros.multibody.robot import RobotModel
 
 def _heading(rot: np.ndarray) -> float:
     """rad: the azimuth of a rotation's (3, 3) x axis in the world (its yaw for a level body)."""
-    return float(np.arctan2(rot[1, 0], rot[0, 0]))
+    return math.atan2(rot[1, 0], rot[0, 0])
 
 
 def _wrap(angle: float) -> float:
     """The angle (rad) in (−π, π]."""
-    return float(angle - 2.0 * np.pi * np.ceil((angle - np.pi) / (2.0 * np.pi)))
+    return angle - 2.0 * math.pi * math.ceil((angle - math.pi) / (2.0 * math.pi))
 
 
 class GyroBiasTracker:

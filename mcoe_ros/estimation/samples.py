@@ -13,6 +13,7 @@ counted in :class:`SampleStats` for diagnostics.
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -61,11 +62,15 @@ class ImuSample:
     @property
     def raw_quat(self) -> np.ndarray:
         """(4,) (w, x, y, z), the orientation as the sensor reported it."""
-        if self.yaw_offset == 0.0:
-            return self.quat
-        c, s = np.cos(0.5 * self.yaw_offset), np.sin(0.5 * self.yaw_offset)
-        w, x, y, z = self.quat  # exp(-yaw_offset e_z) * quat
-        return np.array([c * w + s * z, c * x + s * y, c * y - s * x, c * z - s * w])
+        return self.quat if self.yaw_offset == 0.0 else turned_about_vertical(self.quat, -self.yaw_offset)
+
+
+def turned_about_vertical(quat_wxyz: np.ndarray, angle: float) -> np.ndarray:
+    """(4,) (w, x, y, z): the orientation ``quat_wxyz`` (body to world) turned by ``angle`` rad about the world's
+    vertical, exp(angle e_z) * q."""
+    c, s = math.cos(0.5 * angle), math.sin(0.5 * angle)
+    w, x, y, z = quat_wxyz
+    return np.array([c * w - s * z, c * x - s * y, c * y + s * x, c * z + s * w])
 
 
 _SEQUENCE = itertools.count(1)  # orders the last errors of different SampleStats when they are merged
