@@ -279,7 +279,9 @@ class ImuBiasConfig:
     attitude_tracking_interval: float = 0.5
     #: with attitude_tracking: learn the gyro's bias about the world vertical, which the reading cannot see, from the
     #: settled stance feet's turn in the IMU frame against the integrated gyro
-    #: (:class:`mcoe_ros.estimation.gyro_bias.StanceYaw`; intervals of at most attitude_tracking_interval)
+    #: (:class:`mcoe_ros.estimation.gyro_bias.StanceYaw`; intervals of at most attitude_tracking_interval), and give
+    #: the window the reading turned to the tracker's heading (a 6-axis filter's yaw drifts at that bias). Off for an
+    #: IMU whose yaw does not drift (a magnetometer's, motion capture): the gyro's heading would only add its error
     stance_yaw: bool = True
     #: m/s: the speed std of a settled foot relative to the others (creep, sinking, encoders; its rolling is
     #: compensated), 2-4 mm/s on the suite's floors (docs/realism.md, session 27)

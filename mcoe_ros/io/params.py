@@ -463,7 +463,8 @@ _TABLE: tuple[Param, ...] = (
         "imu_bias.stance_yaw",
         "estimator.imu_bias.stance_yaw",
         "with attitude_tracking, learn the gyro's bias about the world vertical from the settled stance feet's turn"
-        " against the integrated gyro (intervals of at most attitude_tracking_interval)",
+        " against the integrated gyro (intervals of at most attitude_tracking_interval) and replace the orientation"
+        " reading's drifting yaw by the tracker's heading; off for an IMU whose yaw does not drift (magnetometer)",
     ),
     Param(
         "imu_bias.stance_yaw_foot_speed",
