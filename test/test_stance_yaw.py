@@ -154,3 +154,16 @@ def test_the_estimator_gives_the_window_the_learnt_heading_and_the_baselines_the
     assert est.add_imu(101.0, reading, gyro, acc)
     assert tracker.heading_offset(rot) == pytest.approx(0.05, abs=1e-9)
     assert est.diagnostics().extra["stance_yaw_intervals"] == "0 fused, 0 rejected"
+
+
+def test_the_turn_is_interpolated_the_short_way_across_pi():
+    from mcoe_ros.estimation.samples import SampleStats, StampedBuffer, interp_imu, turned_about_vertical
+
+    reading = np.array([np.cos(0.2), 0.0, 0.0, np.sin(0.2)])  # the sensor's, constant
+    buf = StampedBuffer("imu", 1.0, SampleStats())
+    for t, offset in ((0.0, 3.1), (0.002, -3.1)):  # the learnt turn crosses +π between two samples
+        quat = turned_about_vertical(reading, offset)
+        buf.push(ImuSample(t, quat, np.zeros(3), np.array([0.0, 0.0, 9.81]), np.zeros(3), offset))
+    mid = interp_imu(buf, 0.001)
+    assert abs(abs(mid.yaw_offset) - np.pi) < 1e-9
+    assert np.allclose(mid.raw_quat, reading, atol=1e-9) or np.allclose(mid.raw_quat, -reading, atol=1e-9)

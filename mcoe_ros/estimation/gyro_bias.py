@@ -44,11 +44,6 @@ def _heading(rot: np.ndarray) -> float:
     return math.atan2(rot[1, 0], rot[0, 0])
 
 
-def _wrap(angle: float) -> float:
-    """The angle (rad) in (−π, π]."""
-    return angle - 2.0 * math.pi * math.ceil((angle - math.pi) / (2.0 * math.pi))
-
-
 class GyroBiasTracker:
     """Gyro bias b̂ (3,) rad/s, IMU frame, and its covariance (3, 3) from the gyro and the orientation reading.
 
@@ -97,11 +92,11 @@ class GyroBiasTracker:
         return self._rot
 
     def heading_offset(self, rot: np.ndarray) -> float:
-        """rad in (−π, π]: R̂'s heading (its x axis's azimuth in the world) minus that of ``rot`` (3, 3), IMU frame to
+        """rad in [−π, π]: R̂'s heading (its x axis's azimuth in the world) minus that of ``rot`` (3, 3), IMU frame to
         world; 0 before the first sample."""
         if self._rot is None:
             return 0.0
-        return _wrap(_heading(self._rot) - _heading(rot))
+        return math.remainder(_heading(self._rot) - _heading(rot), 2.0 * math.pi)
 
     @property
     def variance(self) -> np.ndarray:

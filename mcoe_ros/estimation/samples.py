@@ -291,5 +291,5 @@ def interp_imu(buf: StampedBuffer, t: float) -> ImuSample | None:
         (1 - w) * a.gyro + w * b.gyro,
         (1 - w) * a.acc + w * b.acc,
         (1 - w) * a.gyro_bias + w * b.gyro_bias,
-        (1 - w) * a.yaw_offset + w * b.yaw_offset,
+        a.yaw_offset + w * math.remainder(b.yaw_offset - a.yaw_offset, 2.0 * math.pi),  # the short way across ±π
     )
