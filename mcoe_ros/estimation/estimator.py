@@ -45,6 +45,7 @@ from mcoe_ros.estimation.drift import TouchdownDrift, relative_to_origin
 from mcoe_ros.estimation.estimate import Estimate
 from mcoe_ros.estimation.excitation import ActuatorGuard, LegMassGate, VerticalMomentGate, leg_joint_indices
 from mcoe_ros.estimation.gyro_bias import GyroBiasTracker, StanceYaw
+from mcoe_ros.estimation.leg_odometry import LegKinematicsEkf
 from mcoe_ros.estimation.propagation import Odometry, Propagator, Rebase
 from mcoe_ros.estimation.samples import (
     InvalidSample,
@@ -210,6 +211,12 @@ class Estimator:
         #: payload belief (theta and its information) that seeds the next problem built from scratch
         self.theta = self.prior_theta.copy()
         self.theta_info = self.prior_theta_info.copy()
+        if self.parameters.actuator is not None:
+            # the contact detector explains the joint torques with the actuator model's prior until a solve identifies
+            # it (before: the reported torque taken for the joint torque, so a lossy swing leg's friction read as
+            # ground force, a third of a trot's knots wrong before the first solve: docs/localisation.md session 28)
+            prior_pi = self.param.pi(self.prior_theta)
+            self.window.detector.set_actuator(self.parameters.actuator, prior_pi[self.parameters.layout.actuator])
         #: ∂θ̂/∂b (ntheta, 6) of the payload belief to the unestimated IMU biases (consider analysis), carried into a
         #: problem built from scratch; None: none yet (the configured prior) or consider off
         self.theta_sensitivity: np.ndarray | None = None
@@ -480,13 +487,16 @@ class Estimator:
         """Solver on a new problem over the window from sensor-based guesses and the current payload belief.
 
         Base positions and velocities come from the input-rate odometry when it covers the window (a warm
-        rebuild), else the last base position (kept by a payload reset; the standing height at the start) and zero
-        velocity. ``solver``: an existing solver to re-use instead (a late tick): shifted by the whole window, its
-        knots' data recycled where the contact phase matches, then given this problem's arrival prior and guess."""
+        rebuild), else from the IMU + leg-kinematics filter run over the window from the last base position (kept by a
+        payload reset; the standing height at the start) at rest (:meth:`_kinematic_base_guess`). ``solver``: an
+        existing solver to re-use instead (a late tick): shifted by the whole window, its knots' data recycled where
+        the contact phase matches, then given this problem's arrival prior and guess."""
         position = np.zeros(3) if self.last_position is None else self.last_position.copy()
         if self.last_position is None:
             position[2] = self.builder.standing_height(knots[0])
         base = self._base_guess([k.t for k in knots]) if self.last_position is not None else None
+        if base is None:
+            base = self._kinematic_base_guess(knots, position)
         running, terminal, inputs, prior, xs = self.builder.fresh_parts(
             knots, position, self.theta, self.theta_info, base
         )
@@ -505,6 +515,33 @@ class Estimator:
             guess[:10] = self.param.parts[0].theta(self.rls_pi)
         solver.set_guess(xs, None, guess)
         return solver
+
+    def _kinematic_base_guess(self, knots: list[GridKnot], position: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """World base (position m, velocity m/s) guesses at the knots of a window built without odometry: the IMU +
+        leg-kinematics filter (:class:`~mcoe_ros.estimation.leg_odometry.LegKinematicsEkf`, this estimator's noise
+        levels) run over the window's knots from ``position`` at rest, on the window's orientation reading and
+        corrected gyro, with the zero-velocity update on the feet the window's own pseudo-measurements use (settled)
+        and the ground height under its stance feet. Before, the base was held still at ``position`` (13 cm off by
+        the end of a 1 s window of a trot forward: docs/localisation.md, session 28)."""
+        noise = self.config.noise
+        ekf = LegKinematicsEkf(
+            self.robot,
+            position,
+            accel_std=noise.accelerometer,
+            foot_velocity_std=noise.foot_velocity,
+            ground_height_std=noise.stance_foot_height,
+            ground_height=self.config.dynamics.ground_height,
+        )
+        out = []
+        for i, knot in enumerate(knots):
+            imu = knot.imu
+            if i > 0:
+                ekf.predict(knot.t - knots[i - 1].t, imu.quat, imu.gyro, imu.acc)
+            ekf.update(imu.quat, imu.gyro, knot.joint.q, knot.joint.dq, knot.measured)
+            if noise.stance_foot_height > 0.0:
+                ekf.update_ground_height(imu.quat, knot.joint.q, knot.contacts)
+            out.append((ekf.x[0:3].copy(), ekf.x[3:6].copy()))
+        return out
 
     def _base_guess(self, times: list[float]) -> list[tuple[np.ndarray, np.ndarray]] | None:
         """World base (p, v) guesses at the knot times (local, ascending) of a problem built anew: the last good solve's
