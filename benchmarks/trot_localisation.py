@@ -14,8 +14,8 @@ prints, per case:
    pseudo-measurement (the leg-kinematics velocity minus the true base velocity, mean over stance knots) -- the
    quantity the estimator and the EKF assume to be zero-mean.
 2. **Localisation table**: final position error (3D, horizontal, vertical), ATE, drift % of the horizontal path,
-   height RMS error, payload mass error, for the deployed estimator (OE), the OE with the simulator's contact flags
-   injected into its detector (:class:`TruthDetector`), the OE before this branch (``noise.foot_height: 0``,
+   height RMS error, signed payload mass error, for the deployed estimator (OE), the OE with the simulator's contact
+   flags injected into its detector (:class:`TruthDetector`), the OE before this branch (``noise.foot_height: 0``,
    ``contact.settle_fraction: 0``, ``contact.settle_time: 0``) and with one of the two changes, and the IMU +
    leg-kinematics EKF (:class:`mcoe_ros.estimation.leg_odometry.LegKinematicsEkf`) on the OE's grid knots with the
    detected flags, the true flags, with the ground-height update and with the velocity update on settled feet.
@@ -240,7 +240,9 @@ def run_oe(bag: dict, overrides: dict, truth_flags: bool, with_ekf: bool) -> dic
     out = traj_metrics([(e.t, e.position, e.quat_xyzw) for e in history], bag)
     if good:
         m_true = bag["pi_true"][0]
-        out["mass_pct"] = 100.0 * abs(good[-1].payload_pi[0] - m_true) / abs(m_true)
+        # signed: + heavier than the truth (an unsigned column hid the floors' opposite signs, docs/localisation.md
+        # session 28)
+        out["mass_pct"] = 100.0 * (good[-1].payload_pi[0] - m_true) / abs(m_true)
     out["flags_disagree_pct"] = 100.0 * detector.disagree[0] / max(detector.disagree[1], 1)
     out["held"] = len(history) - len([e for e in history if e.source != "hold"])
     out["wall_s"] = time.perf_counter() - wall
@@ -481,8 +483,8 @@ def render(results: dict) -> str:
         "",
         "### Localisation",
         "",
-        "| case | method | final error cm (xy / z) | ATE cm | drift % of xy path | height RMS cm | mass error % | "
-        "flags vs truth % |",
+        "| case | method | final error cm (xy / z) | ATE cm | drift % of xy path | height RMS cm | mass error % "
+        "(+ heavier) | flags vs truth % |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, res in results.items():
@@ -493,7 +495,7 @@ def render(results: dict) -> str:
             lines.append(
                 f"| {name} | {method} | {r['final_cm']:.2f} ({r['final_xy_cm']:.2f} / {r['final_z_cm']:+.2f}) | "
                 f"{r['ate_cm']:.2f} | {fmt(r['drift_pct'], '.1f')} | {r['height_rms_cm']:.2f} | "
-                f"{fmt(r.get('mass_pct'))} | {fmt(r.get('flags_disagree_pct'), '.1f')} |"
+                f"{fmt(r.get('mass_pct'), '+.2f')} | {fmt(r.get('flags_disagree_pct'), '.1f')} |"
             )
     return "\n".join(lines)
 
