@@ -38,6 +38,7 @@ import pinocchio as pin
 
 from mcoe_ros.estimation.config import DynamicsConfig
 from mcoe_ros.io.bag import iter_messages
+from mcoe_ros.multibody.actuator import JOINT_TYPES, ActuatorModel
 from mcoe_ros.multibody.dynamics import PhaseDynamicsModel
 from mcoe_ros.multibody.robot import RobotModel
 from mcoe_ros.testing.datasets import load_bag
@@ -61,33 +62,29 @@ def true_motion(path: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.array(pose), np.array(twist)
 
 
-JOINT_TYPES = ("hip", "thigh", "calf")
-
-
-def joint_losses(path: str, dq: np.ndarray, ddq: np.ndarray, identified: str = "") -> tuple[np.ndarray, float]:
-    """(actuator losses' torque (n, 12) N m: viscous dq + Coulomb sign(dq) (where |dq| > 0.05 rad/s; the simulator's
-    dry friction is a constraint, any value within ±c at rest) + rotor inertia ddq, per joint type; torque scale): the
-    simulated ones (the bag's ``sim_metadata.json``) or, with ``identified`` (an ``mcoe_replay --json`` summary), the
-    estimator's identified values (torque scale 1)."""
+def joint_losses(
+    path: str, robot: RobotModel, dq: np.ndarray, ddq: np.ndarray, identified: str = ""
+) -> tuple[np.ndarray, float]:
+    """(actuator losses' torque (n, 12) N m by the estimator's law, :class:`~mcoe_ros.multibody.actuator.ActuatorModel`
+    per joint type: viscous dq + smoothed Coulomb + rotor inertia ddq; torque scale) with the simulated parameters (the
+    bag's ``sim_metadata.json``; the simulator's dry friction is a constraint, any value within ±c at rest) or, with
+    ``identified`` (an ``mcoe_replay --json`` summary), the estimator's identified ones (torque scale 1)."""
     if identified:
         with open(identified, encoding="utf-8") as f:
             act = json.load(f)["actuator"]
-        values = {kind: [act[f"{kind}_{joint}"][0] for joint in JOINT_TYPES] for kind in ("viscous", "coulomb")}
-        values["rotor"] = [act[f"rotor_inertia_{joint}"][0] for joint in JOINT_TYPES]
+        kinds = ("viscous", "coulomb", "rotor_inertia")
+        params = [act[f"{kind}_{joint}"][0] for kind in kinds for joint in JOINT_TYPES]
         scale = 1.0
     else:
         with open(os.path.join(path, "sim_metadata.json"), encoding="utf-8") as f:
             meta = json.load(f)
         losses = meta["actuator_losses"]
-        values = {
-            "viscous": losses["viscous_Nms_per_rad"],
-            "coulomb": losses["coulomb_Nm"],
-            "rotor": np.asarray(losses["rotor_inertia_kgm2"]) + float(meta.get("armature_kgm2", 0.0)),
-        }
+        rotor = np.asarray(losses["rotor_inertia_kgm2"], float) + float(meta.get("armature_kgm2", 0.0))
+        params = [*losses["viscous_Nms_per_rad"], *losses["coulomb_Nm"], *rotor]
         scale = float(losses["torque_scale"])
-    per_joint = {k: np.tile(np.asarray(v, float), 4) for k, v in values.items()}  # hip, thigh, calf per leg
-    coulomb = per_joint["coulomb"] * np.sign(dq) * (np.abs(dq) > 0.05)
-    return per_joint["viscous"] * dq + coulomb + per_joint["rotor"] * ddq, scale
+    model = ActuatorModel(robot)  # groups hip, thigh, calf: parameters (viscous, Coulomb, rotor inertia) x 3
+    p = np.asarray(params, float)
+    return np.array([model.loss(v, p) for v in dq]) + model.rotor_inertia(p) * ddq, scale
 
 
 def stance_forces(
@@ -117,7 +114,7 @@ def stance_forces(
     contacts = series.contacts[:n]
     tau = np.array(series.tau[:n], dtype=float)
     if losses or identified:
-        loss, scale = joint_losses(path, v[:, 6:], a[:, 6:], identified)
+        loss, scale = joint_losses(path, bare, v[:, 6:], a[:, 6:], identified)
         tau = scale * tau - loss
     lever = pin.skew(np.array([0.0, 0.0, -contact_depth]))
     touchdown = np.full(4, -np.inf)
