@@ -333,6 +333,9 @@ def run_oe(series, t0: float, pi_true, odom, overrides: dict, with_ekf: bool) ->
         tracker is not None
     ):  # imu_bias.attitude_tracking: the gyro bias learnt from the orientation reading, and its std
         res.extra["gyro_bias_tracked"] = [*tracker.bias.tolist(), *np.sqrt(tracker.variance).tolist()]
+    acc_tracker = est.accel_tracker
+    if acc_tracker is not None:  # imu_bias.vertical_accelerometer_tracking: the accelerometer's z bias, and its std
+        res.extra["accel_bias_z_tracked"] = [float(acc_tracker.bias[2]), float(np.sqrt(acc_tracker.variance))]
     if last.actuator is not None:
         res.extra["actuator"] = dict(
             zip(est.parameters.actuator.parameter_names(), last.actuator[0].tolist(), strict=True)
@@ -594,7 +597,7 @@ def render_ident(ident) -> str:
     if not ident:
         return ""
     with_models = any(models is not None for *_, models in ident)
-    head = "| case | gyro bias sim (mean) / OE tracked ± σ, mrad/s |"
+    head = "| case | gyro bias sim (mean) / OE tracked ± σ, mrad/s | accel z bias sim (mean) / OE tracked ± σ, m/s² |"
     if with_models:
         head += (
             " OE+m gyro, mrad/s | accel bias sim (mean) / OE+m, m/s² | viscous hip/thigh/calf sim / OE+m |"
@@ -608,7 +611,9 @@ def render_ident(ident) -> str:
     for case, meta, oe, models in ident:
         gb = np.array(meta["gyro_bias_mean"]) * 1e3
         tracked = 1e3 * np.array(oe.get("gyro_bias_tracked", [np.nan] * 6))
+        az = oe.get("accel_bias_z_tracked", [np.nan] * 2)
         line = f"| {case.name} | {vec(gb)} / {vec(tracked[:3])} ± {vec(tracked[3:])} |"
+        line += f" {meta['acc_bias_mean'][2]:.3f} / {az[0]:.3f} ± {az[1]:.3f} |"
         if with_models:
             ab = np.array(meta["acc_bias_mean"])
             act = meta["actuator_losses"]

@@ -95,7 +95,7 @@ def test_profile_option_runs_the_real_cases_on_another_floor(suite):
         suite.select_cases(True, "", "marble")
 
 
-def test_identification_table_has_the_tracked_gyro_bias_and_the_models_only_when_run(suite):
+def test_identification_table_has_the_tracked_biases_and_the_models_only_when_run(suite):
     case = suite.select_cases(False, "walk_5kg-off_real")[0]
     meta = {
         "gyro_bias_mean": [0.021, -0.026, 0.004],
@@ -106,11 +106,11 @@ def test_identification_table_has_the_tracked_gyro_bias_and_the_models_only_when
             "rotor_inertia_kgm2": [0.01, 0.01, 0.01],
         },
     }
-    oe = {"gyro_bias_tracked": [0.017, -0.018, 0.0, 0.0044, 0.0044, 0.0102]}
+    oe = {"gyro_bias_tracked": [0.017, -0.018, 0.0, 0.0044, 0.0044, 0.0102], "accel_bias_z_tracked": [-0.027, 0.012]}
     plain = suite.render_ident([(case, meta, oe, None)]).splitlines()
-    assert plain[0].count("|") == 3 and "OE+m" not in plain[0]
-    assert "(21.0, -26.0, 4.0) / (17.0, -18.0, 0.0) ± (4.4, 4.4, 10.2)" in plain[2]
+    assert plain[0].count("|") == 4 and "OE+m" not in plain[0]
+    assert "(21.0, -26.0, 4.0) / (17.0, -18.0, 0.0) ± (4.4, 4.4, 10.2) | -0.030 / -0.027 ± 0.012 |" in plain[2]
     models = {"imu_bias": [0.02, -0.025, 0.003, 0.0, 0.0, 0.0], "actuator": {"viscous_hip": 1.1}}
     full = suite.render_ident([(case, meta, oe, models)]).splitlines()
-    assert "OE+m gyro" in full[0] and full[0].count("|") == full[2].count("|") == 8
+    assert "OE+m gyro" in full[0] and full[0].count("|") == full[2].count("|") == 9
     assert "(20.0, -25.0, 3.0)" in full[2]

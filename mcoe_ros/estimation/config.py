@@ -286,6 +286,13 @@ class ImuBiasConfig:
     #: m/s: the speed std of a settled foot relative to the others (creep, sinking, encoders; its rolling is
     #: compensated), 2-4 mm/s on the suite's floors (docs/realism.md, session 27)
     stance_yaw_foot_speed: float = 0.003
+    #: with the accelerometer bias not estimated: learn its component along the IMU's z axis from the settled stance
+    #: feet's kinematic velocity against the integrated specific force
+    #: (:class:`mcoe_ros.estimation.accelerometer_bias.VerticalAccelerometerBias`, an IMU + leg-kinematics filter
+    #: outside the window; accelerometer_prior_std, accelerometer_random_walk), subtract it from every specific-force
+    #: sample and let the consider analysis add its remaining uncertainty on z instead of accelerometer_prior_std. On a
+    #: gait the window reads a bias along gravity as payload mass, (M / g) b_z (docs/realism.md, session 29)
+    vertical_accelerometer_tracking: bool = True
     gyro_random_walk: float = 1e-3  #: rad/s/sqrt(s)
     accelerometer_random_walk: float = 1e-2  #: m/s^2/sqrt(s)
 

@@ -31,12 +31,14 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
 import pinocchio as pin
 
+from mcoe_ros.estimation.accelerometer_bias import VerticalAccelerometerBias
 from mcoe_ros.estimation.builder import EstimationParameters, ProblemBuilder
 from mcoe_ros.estimation.calibration import ConsistencyScale
 from mcoe_ros.estimation.config import EstimatorConfig, ImuBiasConfig
@@ -271,6 +273,20 @@ class Estimator:
                 config.dynamics.rolling_radius,
             )
         self._stance_yaw_t = -np.inf  #: s, the newest knot given to stance_yaw
+        #: the accelerometer's z bias from the settled stance feet (imu_bias.vertical_accelerometer_tracking),
+        #: subtracted from every specific-force sample; None: off (or the accelerometer bias estimated in the window)
+        self.accel_tracker = None
+        if bias.vertical_accelerometer_tracking and not (bias.enabled and bias.accelerometer):
+            self.accel_tracker = VerticalAccelerometerBias(
+                robot,
+                bias.accelerometer_prior_std,
+                bias.accelerometer_random_walk,
+                noise.accelerometer,
+                noise.foot_velocity,
+                config.grid.max_gap,
+            )
+        self._accel_tracker_t = -np.inf  #: s, the newest knot given to accel_tracker
+        self._tracked_acc_std = bias.accelerometer_prior_std  #: m/s², z, see add_imu
         #: horizontal drift of the touch-downs since the odometry origin (published x, y covariance), None: off
         self.drift = None
         if noise.odometry_slip_time > 0.0:
@@ -336,6 +352,12 @@ class Estimator:
             # the consider analysis's gyro std: the tracker's, low-passed over the estimate's memory of the gyro
             step = min(max(sample.t - t_last, 0.0) / TRACKED_BIAS_MEMORY, 1.0) if t_last is not None else 0.0
             self._tracked_std += step * (np.sqrt(tracker.variance) - self._tracked_std)
+        acc_tracker = self.accel_tracker
+        if acc_tracker is not None:
+            t_last = self.window.imu.items[-1].t if self.window.imu.items else None
+            sample = replace(sample, acc=sample.acc - acc_tracker.bias, acc_bias=acc_tracker.bias)
+            step = min(max(sample.t - t_last, 0.0) / TRACKED_BIAS_MEMORY, 1.0) if t_last is not None else 0.0
+            self._tracked_acc_std += step * (np.sqrt(acc_tracker.variance) - self._tracked_acc_std)
         return self.window.push_imu(sample)
 
     def count_invalid(self, err: InvalidSample) -> None:
@@ -383,24 +405,31 @@ class Estimator:
             for i in range(new, 0, -1):
                 self.rls.update(self.window.knots[-i])
         if self.stance_yaw is not None:
-            self._feed_stance_yaw()
+            self._stance_yaw_t = self._feed_final(self._add_stance_yaw, self._stance_yaw_t)
+        if self.accel_tracker is not None:
+            self._accel_tracker_t = self._feed_final(self.accel_tracker.add, self._accel_tracker_t)
 
-    def _feed_stance_yaw(self) -> None:
-        """Give :attr:`stance_yaw` the knots whose contact flags became final since the last call, and fuse each
-        interval it closes into the gyro tracker."""
+    def _feed_final(self, add: Callable[[GridKnot], None], newest: float) -> float:
+        """Call ``add`` on the knots after time ``newest`` whose contact flags are final, in order; returns the time of
+        the last one given (``newest`` if none)."""
         final, knots = self.window.final_t, self.window.knots
         start = len(knots)
-        while start > 0 and knots[start - 1].t > self._stance_yaw_t:
+        while start > 0 and knots[start - 1].t > newest:
             start -= 1
-        tracker = self.gyro_tracker
         for i in range(start, len(knots)):
             knot = knots[i]
             if knot.t > final:
                 break
-            self._stance_yaw_t = knot.t
-            out = self.stance_yaw.add(knot, tracker.bias)
-            if out is not None:
-                tracker.fuse_rate(*out)
+            add(knot)
+            newest = knot.t
+        return newest
+
+    def _add_stance_yaw(self, knot: GridKnot) -> None:
+        """Give :attr:`stance_yaw` one final knot; fuse the interval it may close into the gyro tracker."""
+        tracker = self.gyro_tracker
+        out = self.stance_yaw.add(knot, tracker.bias)
+        if out is not None:
+            tracker.fuse_rate(*out)
 
     def propagate(self) -> Odometry | None:
         """Step the input-rate odometry through the IMU samples accepted since the last call (each with the newest
@@ -994,6 +1023,9 @@ class Estimator:
         variance = self._bias_variance
         if self.gyro_tracker is not None:  # the gyro's bias as far as the tracker has not learnt it
             variance = np.r_[self._tracked_std**2, variance[3:]]
+        if self.accel_tracker is not None:  # the accelerometer's z bias likewise
+            variance = variance.copy()
+            variance[5] = self._tracked_acc_std**2
         add = (sens * variance) @ sens.T
         pose, twist, pi_cov = self._published_blocks(add, x, est.theta, solver.problem.ndx)
         npl = len(est.payload_pi)
@@ -1077,6 +1109,9 @@ class Estimator:
             )
             if self.stance_yaw is not None:  # the stance feet's intervals: fused, and rejected by the gate
                 out["stance_yaw_intervals"] = f"{tracker.rate_updates} fused, {tracker.rejected} rejected"
+        acc_tracker = self.accel_tracker
+        if acc_tracker is not None:  # imu_bias.vertical_accelerometer_tracking: subtracted from the specific force
+            out["accel_bias_tracked_z_m_s2"] = f"{acc_tracker.bias[2]:.4f} ± {np.sqrt(acc_tracker.variance):.4f}"
         if est is None:
             return out
         if est.bias_cov is not None:

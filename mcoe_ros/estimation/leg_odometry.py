@@ -28,6 +28,37 @@ from mcoe_ros.multibody.imu import base_motion, imu_mount
 from mcoe_ros.multibody.robot import RobotModel
 
 
+class LegKinematics:
+    """The base velocity that each stance foot implies, from one IMU sample and the leg encoders (a foot at rest):
+    v = −R_WB (J_f(q_j) dq_j + ω_B × p_f(q_j)), world frame, m/s."""
+
+    def __init__(self, robot: RobotModel):
+        self.robot = robot
+        self.data = robot.create_data()
+        self.mount = imu_mount(robot)
+        self.q_base = robot.neutral()  # base at the identity: FK gives the feet in the base frame
+
+    def base_velocities(self, quat_wxyz, gyro, q_j, dq_j, contacts) -> list[np.ndarray]:
+        """World-frame base velocity (3,) implied by each foot flagged in ``contacts`` (nfeet,), model foot order."""
+        robot, data = self.robot, self.data
+        base = base_motion(self.mount, quat_wxyz, gyro)
+        r_wb, omega_b = base.rotation, base.omega
+        q = self.q_base.copy()
+        q[7:] = q_j
+        v = np.zeros(robot.nv)
+        v[6:] = dq_j
+        pin.forwardKinematics(robot.model, data, q, v)
+        pin.updateFramePlacements(robot.model, data)
+        out = []
+        for fid, c in zip(robot.foot_frame_ids, contacts, strict=True):
+            if not c:
+                continue
+            p_f = data.oMf[fid].translation
+            v_f = pin.getFrameVelocity(robot.model, data, fid, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED).linear
+            out.append(-r_wb @ (v_f + np.cross(omega_b, p_f)))
+        return out
+
+
 class LegKinematicsEkf:
     """State (p, v, b_a) (9,) and covariance P (9, 9); see the module docstring."""
 
@@ -47,7 +78,8 @@ class LegKinematicsEkf:
         record: bool = False,
     ):
         self.robot = robot
-        self.data = robot.create_data()
+        self.legs = LegKinematics(robot)
+        self.data = self.legs.data
         self.x = np.zeros(9)
         self.x[0:3] = p0
         if v0 is not None:
@@ -58,9 +90,9 @@ class LegKinematicsEkf:
         self.foot_var = foot_velocity_std**2
         self.ground_var = ground_height_std**2  #: 0: no ground-height update
         self.ground_height = ground_height
-        self.mount = imu_mount(robot)
+        self.mount = self.legs.mount
         self.r_bi = self.mount[0]  #: IMU axes in the base frame
-        self.q_base = robot.neutral()  # base at the identity: FK gives the feet in the base frame
+        self.q_base = self.legs.q_base
         #: with record: per step (F (9, 9), x prior (9,), P prior (9, 9)) of the predictions, and the posteriors
         #: (x (9,), P (9, 9)) after each step's updates (:meth:`close_step`); entry 0 is the initial state
         self.record = record
@@ -97,24 +129,8 @@ class LegKinematicsEkf:
             self.posteriors.append((self.x.copy(), self.P.copy()))
 
     def foot_velocities(self, quat_wxyz, gyro, q_j, dq_j, contacts) -> list[np.ndarray]:
-        """World-frame base velocity implied by each stance foot."""
-        robot, data = self.robot, self.data
-        base = base_motion(self.mount, quat_wxyz, gyro)
-        r_wb, omega_b = base.rotation, base.omega
-        q = self.q_base.copy()
-        q[7:] = q_j
-        v = np.zeros(robot.nv)
-        v[6:] = dq_j
-        pin.forwardKinematics(robot.model, data, q, v)
-        pin.updateFramePlacements(robot.model, data)
-        out = []
-        for fid, c in zip(robot.foot_frame_ids, contacts, strict=True):
-            if not c:
-                continue
-            p_f = data.oMf[fid].translation
-            v_f = pin.getFrameVelocity(robot.model, data, fid, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED).linear
-            out.append(-r_wb @ (v_f + np.cross(omega_b, p_f)))
-        return out
+        """World-frame base velocity implied by each stance foot (:meth:`LegKinematics.base_velocities`)."""
+        return self.legs.base_velocities(quat_wxyz, gyro, q_j, dq_j, contacts)
 
     def update(self, quat_wxyz, gyro, q_j, dq_j, contacts) -> None:
         for vm in self.foot_velocities(quat_wxyz, gyro, q_j, dq_j, contacts):
@@ -151,9 +167,9 @@ class LegKinematicsEkf:
     def step(self, knot, dt: float, still=None) -> None:
         """Predict over dt with a grid knot's IMU sample (:class:`mcoe_ros.estimation.window.GridKnot`), then the
         zero-velocity update on the feet ``still`` (nfeet,) (None: its detected stance feet) and the ground update on
-        its detected stance feet. The gyro is the sensor's (``raw_gyro``): a baseline does not get the estimator's
-        tracked gyro bias."""
-        self.predict(dt, knot.imu.raw_quat, knot.imu.raw_gyro, knot.imu.acc)
+        its detected stance feet. The IMU is the sensor's (``raw_gyro``, ``raw_acc``): a baseline does not get the
+        estimator's tracked biases."""
+        self.predict(dt, knot.imu.raw_quat, knot.imu.raw_gyro, knot.imu.raw_acc)
         feet = knot.contacts if still is None else still
         self.update(knot.imu.raw_quat, knot.imu.raw_gyro, knot.joint.q, knot.joint.dq, feet)
         self.update_ground_height(knot.imu.raw_quat, knot.joint.q, knot.contacts)

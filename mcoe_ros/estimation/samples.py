@@ -44,8 +44,9 @@ class JointSample:
 class ImuSample:
     """IMU in its own frame: quat (w, x, y, z) of the IMU frame in the world, gyro rad/s, acc m/s^2 (specific force);
     gyro_bias (3,) rad/s: what the estimator has already subtracted from ``gyro`` (``imu_bias.attitude_tracking``;
-    ``gyro + gyro_bias`` is the sensor's reading), zeros for a raw sample; yaw_offset rad: the turn about the world
-    vertical the estimator has given the reading's orientation (``imu_bias.stance_yaw``), 0 for a raw sample."""
+    ``gyro + gyro_bias`` is the sensor's reading), zeros for a raw sample; acc_bias (3,) m/s²: likewise for ``acc``
+    (``imu_bias.vertical_accelerometer_tracking``); yaw_offset rad: the turn about the world vertical the estimator
+    has given the reading's orientation (``imu_bias.stance_yaw``), 0 for a raw sample."""
 
     t: float
     quat: np.ndarray
@@ -53,11 +54,17 @@ class ImuSample:
     acc: np.ndarray
     gyro_bias: np.ndarray = field(default_factory=lambda: np.zeros(3))
     yaw_offset: float = 0.0
+    acc_bias: np.ndarray = field(default_factory=lambda: np.zeros(3))
 
     @property
     def raw_gyro(self) -> np.ndarray:
         """(3,) rad/s, the gyro as the sensor reported it."""
         return self.gyro + self.gyro_bias
+
+    @property
+    def raw_acc(self) -> np.ndarray:
+        """(3,) m/s², the specific force as the sensor reported it."""
+        return self.acc + self.acc_bias
 
     @property
     def raw_quat(self) -> np.ndarray:
@@ -292,4 +299,5 @@ def interp_imu(buf: StampedBuffer, t: float) -> ImuSample | None:
         (1 - w) * a.acc + w * b.acc,
         (1 - w) * a.gyro_bias + w * b.gyro_bias,
         a.yaw_offset + w * math.remainder(b.yaw_offset - a.yaw_offset, 2.0 * math.pi),  # the short way across ±π
+        (1 - w) * a.acc_bias + w * b.acc_bias,
     )

@@ -471,6 +471,13 @@ _TABLE: tuple[Param, ...] = (
         "estimator.imu_bias.stance_yaw_foot_speed",
         "speed std of a settled foot relative to the others (creep, sinking, encoders; its rolling taken out), m/s",
     ),
+    Param(
+        "imu_bias.vertical_accelerometer_tracking",
+        "estimator.imu_bias.vertical_accelerometer_tracking",
+        "with the accelerometer bias not estimated, learn its component along the IMU's z axis from the settled stance"
+        " feet's kinematic velocity against the integrated specific force (an IMU + leg-kinematics filter outside the"
+        " window) and subtract it (its uncertainty replaces accelerometer_prior_std on z in the consider analysis)",
+    ),
     Param("imu_bias.gyro_random_walk", "estimator.imu_bias.gyro_random_walk", "gyro bias random walk, rad/s/sqrt(s)"),
     Param(
         "imu_bias.accelerometer_random_walk",
