@@ -250,7 +250,9 @@ def test_joint_process_noise_lets_the_held_feet_slide(soft_trot_3s):
     (``noise.process_velocity`` for every coordinate). Fails on the estimator before the parameter. Measured with the
     landing by the impulse (the model of the time, ``dynamics.landing_damping`` 0): the default landing over time
     lets a landing foot slow down in the model itself, and the joint noise's share of the gain is smaller there
-    (horizontal error 2.04 -> 1.75 cm, mass 1.6 -> 0.25 %)."""
+    (horizontal error 2.04 -> 1.75 cm, mass 1.6 -> 0.25 %). The mass gain was measured as halving the error before the
+    accelerometer's z bias was tracked (seed 7 draws -0.05 m/s², worth ~+1.8 % here); with it tracked (session 29)
+    it is 2.3 -> 1.5 %."""
     impulse = {"dynamics.landing_damping": 0.0}
     old = {**impulse, "noise.process_joint_velocity": 0.0}
     _, xy_old = _vertical_error(soft_trot_3s, old)
@@ -258,7 +260,7 @@ def test_joint_process_noise_lets_the_held_feet_slide(soft_trot_3s):
     m_old, m_new = _mass_error(soft_trot_3s, old), _mass_error(soft_trot_3s, impulse)
     print(xy_old, xy_new, m_old, m_new)
     assert xy_new < 0.85 * xy_old, (xy_new, xy_old)
-    assert m_new < 0.5 * m_old, (m_new, m_old)
+    assert m_new < 0.75 * m_old, (m_new, m_old)
 
 
 def test_process_noise_blocks_of_the_velocity_noise_information():
