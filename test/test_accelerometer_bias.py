@@ -62,6 +62,7 @@ def test_the_z_bias_is_learnt_and_subtracted(biased_trot):
     assert abs(b - b_true) < max(3.0 * sd, 0.015), (b, sd, b_true)
     assert sd < 0.5 * 0.05  # learnt: well inside the prior (accelerometer_prior_std)
     assert tracker.updates > 200 and tracker.restarts == 0  # every 10 ms with a settled foot
+    assert est.diagnostics().extra["accel_bias_tracked_z_m_s2"] == f"{b:.4f} ± {sd:.4f}"
     # the window's samples are corrected, the sensor's reading stays recoverable (the baselines use it)
     knot = est.window.knots[-1]
     assert np.allclose(knot.imu.acc_bias, [0.0, 0.0, knot.imu.acc_bias[2]])
