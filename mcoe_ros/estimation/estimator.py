@@ -350,14 +350,13 @@ class Estimator:
                 sample, quat=quat, gyro=sample.gyro - tracker.bias, gyro_bias=tracker.bias.copy(), yaw_offset=offset
             )
             # the consider analysis's gyro std: the tracker's, low-passed over the estimate's memory of the gyro
-            step = min(max(sample.t - t_last, 0.0) / TRACKED_BIAS_MEMORY, 1.0) if t_last is not None else 0.0
-            self._tracked_std += step * (np.sqrt(tracker.variance) - self._tracked_std)
+            self._tracked_std = _remembered(self._tracked_std, np.sqrt(tracker.variance), sample.t, t_last)
         acc_tracker = self.accel_tracker
         if acc_tracker is not None:
             t_last = self.window.imu.items[-1].t if self.window.imu.items else None
-            sample = replace(sample, acc=sample.acc - acc_tracker.bias, acc_bias=acc_tracker.bias)
-            step = min(max(sample.t - t_last, 0.0) / TRACKED_BIAS_MEMORY, 1.0) if t_last is not None else 0.0
-            self._tracked_acc_std += step * (np.sqrt(acc_tracker.variance) - self._tracked_acc_std)
+            bias = acc_tracker.bias
+            sample = replace(sample, acc=sample.acc - bias, acc_bias=bias)
+            self._tracked_acc_std = _remembered(self._tracked_acc_std, np.sqrt(acc_tracker.variance), sample.t, t_last)
         return self.window.push_imu(sample)
 
     def count_invalid(self, err: InvalidSample) -> None:
@@ -1138,6 +1137,13 @@ class Estimator:
             out["vertical_moment_frozen_solves"] = f"{gate.frozen} of {gate.solves}"
             out["horizontal_excitation_m_s2"] = f"{gate.last_excitation:.3f}"
         return out
+
+
+def _remembered(std, target, t: float, t_last: float | None):
+    """A tracked bias's std as the estimate remembers it: ``std`` moved towards the tracker's ``target`` by the
+    fraction (t − t_last) / :data:`TRACKED_BIAS_MEMORY` of the way (none for the first sample)."""
+    step = min(max(t - t_last, 0.0) / TRACKED_BIAS_MEMORY, 1.0) if t_last is not None else 0.0
+    return std + step * (target - std)
 
 
 def considers(bias: ImuBiasConfig) -> bool:
