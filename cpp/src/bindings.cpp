@@ -62,7 +62,9 @@ std::vector<ModelPtr> asModels(const std::vector<std::shared_ptr<IntervalModel>>
 
 PYBIND11_MODULE(_mcoe, m) {
   m.doc() = "Compiled hot path of mcoe_ros: multibody interval models and the multiple-shooting OE solver.";
-  py::register_exception<FactorizationError>(m, "FactorizationError", PyExc_ArithmeticError);
+  // a numerical failure (a factorisation, a non-finite step) is a numpy.linalg.LinAlgError, as in the Python reference
+  py::register_exception<FactorizationError>(m, "FactorizationError",
+                                             py::module_::import("numpy.linalg").attr("LinAlgError"));
 
   py::class_<Robot, std::shared_ptr<Robot>>(m, "Robot")
       .def(py::init(&robotFromString), py::arg("model_string"),

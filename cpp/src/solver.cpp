@@ -28,6 +28,24 @@ void cholesky(Eigen::LLT<Mat>& llt, const Mat& m, const char* what) {
   if (llt.info() != Eigen::Success || !llt.matrixLLT().allFinite()) throw FactorizationError(what);
 }
 
+// A knot's failure inside a parallel loop, rethrown after it in knot order: a numerical one (FactorizationError,
+// which Python sees as numpy.linalg.LinAlgError: the estimator holds the tick) keeps its type, any other (a bug, a
+// wrong size) stays a std::runtime_error
+struct KnotError {
+  std::string what;
+  bool numerical = false;
+  void record(const std::exception& e) {
+    what = e.what();
+    numerical = dynamic_cast<const FactorizationError*>(&e) != nullptr;
+  }
+  void rethrow(int k) const {
+    if (what.empty()) return;
+    const std::string msg = "knot " + std::to_string(k) + ": " + what;
+    if (numerical) throw FactorizationError(msg);
+    throw std::runtime_error(msg);
+  }
+};
+
 // Basis Y of the complement of the numerical nullspace of V (Jacobi-scaled eigen-decomposition, see Python
 // mcoe_ros.ocp.riccati.range_basis); returns the null dimension
 int rangeBasis(const Mat& v, double tol, Mat& y, Vec& lam) {
@@ -510,7 +528,7 @@ double Solver::calcDiff(bool reuse) {
   double cost = 0.0;
   MCOE_TIMED("linearise: prior cost", cost = priorCost(xs[0], theta));
   const int n = N() + 1;
-  std::vector<std::string> errors(n);
+  std::vector<KnotError> errors(n);
   // knots handed out one at a time: a thread that lost its core (a shared machine) does not hold back a fixed share;
   // every knot writes its own data only and the sums below run in knot order (results independent of the threads)
 #pragma omp parallel for schedule(dynamic) num_threads(options.threads)
@@ -519,11 +537,11 @@ double Solver::calcDiff(bool reuse) {
     try {
       linearizeKnot(k);
     } catch (const std::exception& e) {
-      errors[k] = e.what();
+      errors[k].record(e);
     }
   }
   for (int k = 0; k < n; ++k) {
-    if (!errors[k].empty()) throw std::runtime_error("knot " + std::to_string(k) + ": " + errors[k]);
+    errors[k].rethrow(k);
     cost += knots_[k].cost;
   }
   linearized_ = true;
@@ -533,7 +551,7 @@ double Solver::calcDiff(bool reuse) {
 void Solver::refreshNoise(double& cost) {
   if (torque_std_.size() == 0) return;
   const int n = N();
-  std::vector<std::string> errors(n);
+  std::vector<KnotError> errors(n);
   // knots in parallel (each writes its own W and terms); the cost changes are summed in knot order below
 #pragma omp parallel for schedule(dynamic) num_threads(options.threads)
   for (int k = 0; k < n; ++k) {
@@ -554,11 +572,11 @@ void Solver::refreshNoise(double& cost) {
         kn.W = cov.inverse();
       kn.refresh_delta = 0.5 * (w.dot(kn.W * w) - before);
     } catch (const std::exception& e) {
-      errors[k] = e.what();
+      errors[k].record(e);
     }
   }
   for (int k = 0; k < n; ++k) {
-    if (!errors[k].empty()) throw std::runtime_error("knot " + std::to_string(k) + ": " + errors[k]);
+    errors[k].rethrow(k);
     cost += knots_[k].refresh_delta;
     knots_[k].cost += knots_[k].refresh_delta;
   }
@@ -583,7 +601,7 @@ void Solver::setNoiseDerivative(Knot& kn, const Vec& w, const Mat& cov, const Ma
     kn.ru.setZero(R.rows());
   }
   Eigen::LLT<Mat> llt(cov);
-  if (llt.info() != Eigen::Success) throw std::runtime_error("velocity-noise covariance not positive definite");
+  if (llt.info() != Eigen::Success) throw FactorizationError("velocity-noise covariance not positive definite");
   sinv = Mat::Identity(nv, nv);
   llt.matrixL().solveInPlace(sinv);  // S = L^-1 (lower)
   kn.W.noalias() = sinv.transpose() * sinv;
