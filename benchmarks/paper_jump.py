@@ -59,7 +59,7 @@ DOCS = os.path.join(ROOT, "docs")
 #: the paper's protocol: the IMU orientation is the truth with white noise (``add_noise``, sigma per sample), not an
 #: attitude filter's correlated error, so the OE weighs it at a white level (the default before session 25; the
 #: EKF takes it as exact)
-PROTOCOL = {"noise.orientation": 0.02}
+PROTOCOL = {"noise.orientation": 0.02, "noise.orientation_gait": 0.0}  # 0: the same white level in flights
 
 
 def make_pronk(path: str, seconds: float) -> None:

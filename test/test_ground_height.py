@@ -252,7 +252,8 @@ def test_joint_process_noise_lets_the_held_feet_slide(soft_trot_3s):
     lets a landing foot slow down in the model itself, and the joint noise's share of the gain is smaller there
     (horizontal error 2.04 -> 1.75 cm, mass 1.6 -> 0.25 %). The mass gain was measured as halving the error before the
     accelerometer's z bias was tracked (seed 7 draws -0.05 m/s², worth ~+1.8 % here); with it tracked (session 29)
-    it is 2.3 -> 1.5 %."""
+    it is 2.3 -> 1.5 %; with the orientation reading's gait weight (``noise.orientation_gait``, session 30) 1.85 ->
+    1.46 %."""
     impulse = {"dynamics.landing_damping": 0.0}
     old = {**impulse, "noise.process_joint_velocity": 0.0}
     _, xy_old = _vertical_error(soft_trot_3s, old)
@@ -260,7 +261,7 @@ def test_joint_process_noise_lets_the_held_feet_slide(soft_trot_3s):
     m_old, m_new = _mass_error(soft_trot_3s, old), _mass_error(soft_trot_3s, impulse)
     print(xy_old, xy_new, m_old, m_new)
     assert xy_new < 0.85 * xy_old, (xy_new, xy_old)
-    assert m_new < 0.75 * m_old, (m_new, m_old)
+    assert m_new < 0.85 * m_old, (m_new, m_old)
 
 
 def test_process_noise_blocks_of_the_velocity_noise_information():

@@ -18,7 +18,7 @@ from mcoe_ros.testing.data import SAMPLE_BAG
 #: filter, session 25): weighed at that white level, the orientation is the witness of the offset added to the gyro
 #: alone below (at 0.2 rad, the weight of an attitude filter's correlated error, the unestimated offset moves the
 #: payload 0.011 kg and the estimated one 0.017)
-WHITE_ORIENTATION = {"noise.orientation": 0.02}
+WHITE_ORIENTATION = {"noise.orientation": 0.02, "noise.orientation_gait": 0.0}  # 0: everywhere
 GYRO_ONLY = {"imu_bias.enabled": True, "imu_bias.accelerometer": False, **WHITE_ORIENTATION}
 OFFSET = np.array([0.03, -0.03, 0.01])  #: rad/s, IMU axes (seed 3 of the realism suite: +0.021, -0.026, +0.004)
 

@@ -271,7 +271,7 @@ def test_realised_accelerometer_only_standing():
     assert [i for i, m in enumerate(running) if not m.noise_coupled] == [3, 4, 5]
     assert not terminal.noise_coupled
     plain = Estimator(EstimatorConfig(noise=NoiseConfig(accelerometer_realised=False))).builder
-    assert plain.realised_models is None
+    assert not plain.accelerometer_realised
     ref, _ = plain.phase_models(knots, None)
     for m, r in zip(running, ref, strict=True):
         assert (m.contacts, m.impulse, len(m.measurements)) == (r.contacts, r.impulse, len(r.measurements))

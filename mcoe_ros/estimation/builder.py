@@ -194,13 +194,6 @@ class ProblemBuilder:
         layout = parameters.layout
         #: m, the contact points' depth below the foot frames (dynamics.rolling_radius; rigid model only, 0 = off)
         self.rolling_radius = config.dynamics.rolling_radius if config.dynamics.model == "rigid" else 0.0
-        measurements = [
-            JointPosition(robot, std=noise.joint_position),
-            JointVelocity(robot, std=noise.joint_velocity),
-            ImuAngularVelocity(robot, std=noise.gyro, bias=layout.gyro),
-            ImuOrientation(robot, std=noise.orientation),
-            ImuSpecificForce(robot, std=noise.accelerometer, bias=layout.acc),
-        ]
         cache_options = dict(
             foot_velocity_std=noise.foot_velocity,
             foot_height_std=noise.stance_foot_height,
@@ -213,17 +206,15 @@ class ProblemBuilder:
             layout=layout,
             **soft_contact_options(config),
         )
-        self.models = IntervalModelCache(robot, config.grid.dt, measurements, **cache_options)
-        #: models whose accelerometer measures the realised acceleration (noise.accelerometer_realised; None: off),
-        #: on the intervals whose first knot has every foot down for ``realised_standing_time`` s
-        self.realised_models: IntervalModelCache | None = None
+        #: models by (realised, gait): the accelerometer measures the realised acceleration (``realised``, with
+        #: noise.accelerometer_realised only, see :meth:`realised`); the orientation reading weighs
+        #: noise.orientation_gait while a foot is in the air (``gait``), noise.orientation while every foot is down
+        self._caches: dict[tuple[bool, bool], IntervalModelCache] = {}
+        self._cache_options = cache_options
+        self._noise, self._layout, self._dt = noise, layout, config.grid.dt
         self.realised_standing_time = noise.realised_standing_time
         self.realised_flight_time = noise.realised_flight_time
-        if noise.accelerometer_realised:
-            realised = measurements[:-1] + [
-                ImuSpecificForce(robot, std=noise.accelerometer, bias=layout.acc, realised=True)
-            ]
-            self.realised_models = IntervalModelCache(robot, config.grid.dt, realised, **cache_options)
+        self.accelerometer_realised = noise.accelerometer_realised
         nv = robot.nv
         #: process-noise coordinates (None: all), information W (diagonal) and initial arrival information
         self.noise_model = None
@@ -318,7 +309,7 @@ class ProblemBuilder:
         )
         quiet = set(feet) if settled is None else {f for f, s in zip(feet, settled, strict=True) if s}
         measured = tuple(f for f in stance if f not in landing and f in quiet)
-        models = self.realised_models if realised and self.realised_models is not None else self.models
+        models = self.models(realised, not all(contacts))
         damped = ()
         if self.landing_time > 0.0 and stance_time is not None:
             down = landed if landed is not None else contacts
@@ -330,6 +321,27 @@ class ProblemBuilder:
         impulse = self.impulse if start else self.touchdown_impulse
         return models[stance, stance if landing and impulse else (), measured, damped]
 
+    def models(self, realised: bool, gait: bool) -> IntervalModelCache:
+        """The interval models whose accelerometer measures the realised acceleration (``realised``, with
+        ``noise.accelerometer_realised``; else the model's) and whose orientation reading weighs
+        ``noise.orientation_gait`` (``gait``: a foot in the air; 0 = ``noise.orientation``) or ``noise.orientation``."""
+        noise = self._noise
+        realised = realised and self.accelerometer_realised
+        std = (noise.orientation_gait or noise.orientation) if gait else noise.orientation
+        key = (realised, std != noise.orientation)
+        cache = self._caches.get(key)
+        if cache is None:
+            robot, layout = self.robot, self._layout
+            measurements = [
+                JointPosition(robot, std=noise.joint_position),
+                JointVelocity(robot, std=noise.joint_velocity),
+                ImuAngularVelocity(robot, std=noise.gyro, bias=layout.gyro),
+                ImuOrientation(robot, std=std),
+                ImuSpecificForce(robot, std=noise.accelerometer, bias=layout.acc, realised=realised),
+            ]
+            cache = self._caches[key] = IntervalModelCache(robot, self._dt, measurements, **self._cache_options)
+        return cache
+
     def realised(self, knot: GridKnot) -> bool:
         """Whether the interval from ``knot`` has the realised-acceleration accelerometer: with
         ``noise.accelerometer_realised``, when every foot has been down for ``noise.realised_standing_time`` (0:
@@ -338,7 +350,7 @@ class ProblemBuilder:
         land, sink, roll and lift in a gait) the accelerometer, bound to it, would pass them to the payload
         (docs/realism.md, sessions 15-16); after a flight's landing it keeps the base on the IMU instead of on feet
         that the rigid contacts stop at once while they still sink (docs/localisation.md, session 21)."""
-        if self.realised_models is None:
+        if not self.accelerometer_realised:
             return False
         if self.realised_flight_time > 0.0 and knot.since_flight < self.realised_flight_time - 1e-9:
             return True

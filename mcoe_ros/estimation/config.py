@@ -66,6 +66,14 @@ class NoiseConfig:
     #: recordings 0.02–0.20 rad (median 0.13); 0.02 trusted it several times too much. Its slowly varying part:
     #: ``imu_bias.orientation_offset_std`` (docs/realism.md session 25)
     orientation: float = 0.1
+    #: rad per knot, the same reading on the intervals with a foot in the air (0 = ``orientation``). There the
+    #: accelerometer measures the model's acceleration (the contact forces'), which ties the tilt to the torque-driven
+    #: dynamics and their errors, and the reading alone holds it: at 0.1 the window's tilt leaves even a perfect
+    #: reading by 15–45 mrad over a 10 s trot in place (docs/localisation.md session 30); a trot's reading leans less
+    #: than a sway's (white equivalent 0.06–0.09 rad, pronks 0.02–0.06; docs/realism.md session 25). With every foot
+    #: down the realised accelerometer and the feet hold the tilt, and a tighter reading would pass its accelerometer-
+    #: bias tilt to the payload's CoM
+    orientation_gait: float = 0.03
     accelerometer: float = 0.3  #: m/s^2
     #: the accelerometer measures the interval's realised acceleration a + n_v/dt (the model's plus the process noise
     #: on the base velocity), not the model's a(x, τ̃; θ) alone: the noise the dynamics needs (torque noise, feet that

@@ -214,6 +214,11 @@ _TABLE: tuple[Param, ...] = (
         "estimator.noise.orientation",
         "IMU orientation noise per knot (white equivalent of the IMU filter's correlated error), rad",
     ),
+    Param(
+        "noise.orientation_gait",
+        "estimator.noise.orientation_gait",
+        "IMU orientation noise per knot on the intervals with a foot in the air (gaits), rad; 0 = noise.orientation",
+    ),
     Param("noise.accelerometer", "estimator.noise.accelerometer", "accelerometer noise, m/s^2"),
     Param(
         "noise.accelerometer_realised",
@@ -700,6 +705,7 @@ _BOUNDS = {
     "estimator.max_gap": POSITIVE,
     **{f"noise.{n}": POSITIVE for n in ("joint_position", "joint_velocity", "gyro", "orientation", "accelerometer")},
     **{f"noise.{n}": POSITIVE for n in ("foot_velocity", "process_position", "process_velocity")},
+    "noise.orientation_gait": NONNEGATIVE,
     "noise.process_base_linear": NONNEGATIVE,
     "noise.process_joint_velocity": NONNEGATIVE,
     "noise.touchdown_transient": (0.0, 1.0, True),
