@@ -266,13 +266,15 @@ def test_joint_process_noise_lets_the_held_feet_slide(soft_trot_3s):
 
 def test_process_noise_blocks_of_the_velocity_noise_information():
     """noise.process_base_linear / process_joint_velocity set their blocks of the diagonal velocity-noise
-    information; 0 leaves process_velocity's."""
+    information (process_joint_velocity on the intervals that noise.touchdown_transient leaves loose, transient_info;
+    the others take process_velocity on the joints too); 0 leaves process_velocity's."""
     from mcoe_ros.io.params import node_config
 
     cfg = node_config({"noise.process_base_linear": 0.05, "noise.process_joint_velocity": 0.1}).estimator
     est = Estimator(cfg)
-    info = est.builder.noise_info
-    assert np.allclose(info[:3], 0.05**-2) and np.allclose(info[3:6], cfg.noise.process_velocity**-2)
-    assert np.allclose(info[6:], 0.1**-2)
+    info, loose = est.builder.noise_info, est.builder.transient_info
+    for w in (info, loose):
+        assert np.allclose(w[:3], 0.05**-2) and np.allclose(w[3:6], cfg.noise.process_velocity**-2)
+    assert np.allclose(loose[6:], 0.1**-2) and np.allclose(info[6:], cfg.noise.process_velocity**-2)
     cfg = node_config({"noise.process_joint_velocity": 0.0}).estimator
     assert np.allclose(Estimator(cfg).builder.noise_info, cfg.noise.process_velocity**-2)

@@ -43,27 +43,39 @@ def _knots(flags):
 
 def test_interval_noise_of_a_shift_is_the_windows_schedule():
     """The noise of the k newest intervals (a shift) is the tail of the whole window's schedule: an interval's noise
-    depends on its own and earlier knots only, so it does not change while the interval stays in the window;
-    with touchdown_transient 0 every interval gets process_joint_velocity."""
+    depends on its own and earlier knots only, so it does not change while the interval stays in the window. The
+    tight value goes to the intervals with a foot in the air outside a transient (a gait's swing and stance); an
+    interval whose first knot holds every foot keeps the loose one; with touchdown_transient 0 every interval gets
+    process_joint_velocity."""
+    assert EstimatorConfig().noise.touchdown_transient == 0.05
     cfg = EstimatorConfig(noise=NoiseConfig(touchdown_transient=0.006, settled_joint_velocity=0.0))  # 3 knots of 2 ms
     builder = Estimator(cfg).builder
     assert builder.transient_length == 3
     tight, loose = builder.noise_info, builder.transient_info
     assert np.allclose(tight, cfg.noise.process_velocity**-2.0)
     assert np.allclose(loose[6:], cfg.noise.process_joint_velocity**-2.0) and np.allclose(loose[:6], tight[:6])
+    # a trot-like run: two feet in the air at knots 3..12 (touch-down at 13), a foot in the air at 17..24 (at 25)
     flags = [FEET4] * 30
-    for i in (5, 6, 17):
-        flags[i] = (False, True, True, True)
+    for i in range(3, 13):
+        flags[i] = (False, True, True, False)
+    for i in range(17, 25):
+        flags[i] = (True, True, True, False)
     knots = _knots(flags)
     full = builder.interval_noise(knots, 29)
-    assert [i for i, w in enumerate(full) if w is loose] == [7, 8, 9, 18, 19, 20]
-    assert all(w is tight for i, w in enumerate(full) if i not in (7, 8, 9, 18, 19, 20))
+    gait = [*range(3, 13), *range(17, 25)]  # a foot in the air, no landing within 3 knots: tight
+    assert [i for i, w in enumerate(full) if w is tight] == gait
+    assert all(w is loose for i, w in enumerate(full) if i not in gait)  # every foot held, or a landing's transient
     for k in (1, 3, 5, 11):  # a shift by k: the window now ends at knot 29, the new intervals are 29-k..28
         assert builder.interval_noise(knots, k) == full[-k:]
         assert builder.interval_noise(knots[: 20 + 1], k) == full[20 - k : 20]  # an earlier window
-    knots[6].detector_start = True  # a restart at knot 6: knot 7's contacts are no touch-down
-    assert [i for i, w in enumerate(builder.interval_noise(knots, 29)) if w is loose] == [18, 19, 20]
-    every = Estimator(EstimatorConfig(noise=NoiseConfig(settled_joint_velocity=0.0))).builder  # everywhere
+    # a landing into a foot still in the air: its transient is loose, the interval after it tight again
+    flags[13:17] = [(True, True, True, False)] * 4  # the foot stays up through 24
+    transient = builder.interval_noise(_knots(flags), 29)
+    assert [i for i in range(12, 25) if transient[i] is loose] == [13, 14, 15]
+    knots[13].detector_start = True  # a restart at knot 13: knot 13's contacts are no touch-down ...
+    restarted = builder.interval_noise(knots, 29)
+    assert restarted[:13] == full[:13] and restarted[13] is loose  # ... but every foot held there still is loose
+    every = Estimator(EstimatorConfig(noise=NoiseConfig(touchdown_transient=0.0, settled_joint_velocity=0.0))).builder
     assert every.transient_length == 0
     assert all(w is every.noise_info for w in every.interval_noise(knots, 29))
     assert np.allclose(every.noise_info[6:], cfg.noise.process_joint_velocity**-2.0)
@@ -73,9 +85,9 @@ def test_settled_joint_noise_while_every_foot_is_settled():
     """noise.settled_joint_velocity (default): an interval whose first knot has every foot settled (its settled flags:
     down and loaded, or its contacts without them) gets the tight joint value, any other interval
     process_joint_velocity; the base block is the same on both; the schedule of a shift is the tail of the window's;
-    0 turns the rule off."""
+    0 turns the rule off (touch-down transients off: process_joint_velocity on the others)."""
     assert EstimatorConfig().noise.settled_joint_velocity == 0.002 and EstimatorConfig().noise.settled_time == 0.3
-    cfg = EstimatorConfig(noise=NoiseConfig(settled_time=0.0))  # the settled (loaded) feet only
+    cfg = EstimatorConfig(noise=NoiseConfig(settled_time=0.0, touchdown_transient=0.0))  # settled (loaded) feet only
     builder = Estimator(cfg).builder
     tight, loose = builder.settled_info, builder.noise_info
     assert np.allclose(tight[6:], 0.002**-2.0) and np.allclose(loose[6:], cfg.noise.process_joint_velocity**-2.0)
@@ -87,7 +99,9 @@ def test_settled_joint_noise_while_every_foot_is_settled():
     assert all(w is tight for i, w in enumerate(full) if i not in expected)
     for k in (1, 5, 21, 26):
         assert all(a is b for a, b in zip(builder.interval_noise(knots, k), full[-k:], strict=True))
-    off = Estimator(EstimatorConfig(noise=NoiseConfig(settled_joint_velocity=0.0, settled_time=0.0))).builder
+    off = Estimator(
+        EstimatorConfig(noise=NoiseConfig(settled_joint_velocity=0.0, settled_time=0.0, touchdown_transient=0.0))
+    ).builder
     assert off.settled_info is None
     assert all(w is off.noise_info for w in off.interval_noise(knots, 29))
     assert node_config({"noise.settled_joint_velocity": 0.003}).estimator.noise.settled_joint_velocity == 0.003
@@ -115,7 +129,7 @@ def test_settled_time_counts_feet_down_long_enough_as_settled(settled_time, expe
     """noise.settled_time > 0: an interval whose first knot has every foot down for at least that long (its stance
     times; its contacts without them) gets the tight joint value too, loaded or not; a foot in the air or landed
     since less keeps the loose value unless every foot is settled."""
-    builder = Estimator(EstimatorConfig(noise=NoiseConfig(settled_time=settled_time))).builder
+    builder = Estimator(EstimatorConfig(noise=NoiseConfig(settled_time=settled_time, touchdown_transient=0.0))).builder
     full = builder.interval_noise(_settling_knots(), 29)
     assert [i for i, w in enumerate(full) if w is builder.noise_info] == expected
     assert all(w is builder.settled_info for i, w in enumerate(full) if i not in expected)
@@ -124,12 +138,15 @@ def test_settled_time_counts_feet_down_long_enough_as_settled(settled_time, expe
         node_config({"noise.settled_time": -0.01})
 
 
-def test_touchdown_transient_is_validated():
+def test_touchdown_transient_is_validated_and_bounded_by_the_window():
     assert node_config({"noise.touchdown_transient": 0.03}).estimator.noise.touchdown_transient == 0.03
     with pytest.raises(ConfigError, match="noise.touchdown_transient"):
         node_config({"noise.touchdown_transient": -0.01})
-    with pytest.raises(ConfigError, match="noise.touchdown_transient.*window"):  # longer than the window allows
-        node_config({"noise.touchdown_transient": 0.18, "estimator.window": 0.2, "estimator.tick_period": 0.05})
+    # longer than the window allows (the landing of a shift's new interval must still be in the window): shortened
+    short = node_config({"noise.touchdown_transient": 0.18, "estimator.window": 0.2, "estimator.tick_period": 0.05})
+    assert Estimator(short.estimator).builder.transient_length == 75  # (0.2 - 0.05) / 2 ms
+    small = node_config({"estimator.window": 0.05, "estimator.tick_period": 0.02})  # the default 0.05 s, too
+    assert Estimator(small.estimator).builder.transient_length == 15
 
 
 @pytest.mark.parametrize("backend", ["compiled", "python"])

@@ -239,7 +239,12 @@ class ProblemBuilder:
             if noise.process_joint_velocity > 0.0:
                 self.transient_info[robot.nu_base :] = noise.process_joint_velocity**-2.0
             if noise.touchdown_transient > 0.0:
-                self.transient_length = int(round(noise.touchdown_transient / config.grid.dt))
+                # at most the window less a tick: the touch-down of every new interval's transient is still in the
+                # window at the shift (a shorter window shortens the transient)
+                grid = config.grid
+                self.transient_length = min(
+                    int(round(noise.touchdown_transient / grid.dt)), grid.n_intervals - grid.tick_knots
+                )
             else:  # every interval
                 self.noise_info = self.transient_info
             if noise.settled_joint_velocity > 0.0:
@@ -430,8 +435,10 @@ class ProblemBuilder:
         """Diagonal process-noise information (nw,) of each of the last k intervals of a run of knots (the window,
         k <= len(knots) - 1): ``settled_info`` on an interval whose first knot has every foot settled (with
         ``noise.settled_joint_velocity``; or down for ``noise.settled_time``), else ``transient_info`` on a touch-down
-        transient of the held feet (:func:`transient_knots`), ``noise_info`` elsewhere. An interval's noise depends on
-        its own and earlier knots only: a shift's new intervals are the tail of the window's schedule."""
+        transient of the held feet (:func:`transient_knots`) and on an interval whose first knot holds every foot,
+        ``noise_info`` elsewhere (a foot in the air away from a touch-down: a gait's swing and stance). An interval's
+        noise depends on its own and earlier knots only: a shift's new intervals are the tail of the window's
+        schedule."""
         n = len(knots)
         if not 0 <= k < n:
             raise ValueError(f"need 0 <= k < {n} intervals")
@@ -440,7 +447,10 @@ class ProblemBuilder:
         else:
             run = knots[max(0, n - 1 - k - self.transient_length) :]  # the touch-downs that reach the k intervals
             known = [not kn.detector_start for kn in run]
-            loose = transient_knots([self.held(kn) for kn in run], self.transient_length, known)[-k - 1 : -1]
+            held = [self.held(kn) for kn in run]
+            loose = transient_knots(held, self.transient_length, known)[-k - 1 : -1]
+            # every foot held (standing, a sway): loose as without the transient rule
+            loose |= np.array([all(h) for h in held[-k - 1 : -1]], dtype=bool)
             out = [self.transient_info if t else self.noise_info for t in loose]
         if self.settled_info is not None:
             down = self.settled_time > 0.0
